@@ -73,6 +73,14 @@ class Settings:
             return self.backend
         return "opensearch" if self.opensearch_url else "sqlite"
 
+    @property
+    def lock_path(self) -> Path:
+        return self.data_dir / f"{self.index_alias}.reindex.lock"
+
+    @property
+    def embedding_cache_path(self) -> Path:
+        return self.cache_dir / "embeddings.sqlite"
+
     def describe(self) -> dict[str, Any]:
         """Settings safe to print: the password is masked."""
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
@@ -97,6 +105,8 @@ def _coerce(name: str, raw: Any) -> Any:
                 return False
             raise ValueError(raw)
         if kind == "int":
+            if isinstance(raw, bool | float):  # int() would quietly make 2.5 into 2 and true into 1
+                raise ValueError(raw)
             return int(raw)
         if kind == "Path":
             return Path(str(raw)).expanduser()
@@ -177,5 +187,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     if settings.backend not in {"auto", "sqlite", "opensearch"}:
         raise ConfigError(f"backend must be auto, sqlite or opensearch, not {settings.backend!r}")
     if settings.backend_name == "opensearch" and not settings.opensearch_url:
-        raise ConfigError("backend 'opensearch' needs an OpenSearch URL (--opensearch-url or DOCSCTL_OPENSEARCH_URL)")
+        raise ConfigError(
+            "backend 'opensearch' needs an OpenSearch URL (--opensearch-url or DOCSCTL_OPENSEARCH_URL)"
+        )
     return settings

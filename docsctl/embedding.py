@@ -51,7 +51,12 @@ class Embedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+        transformers_logging.set_verbosity_error()
 
         path = resolve_model_path(self.model_name)
         try:
@@ -100,9 +105,7 @@ class EmbeddingCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
-        )
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
         self._model = model
 
     def _key(self, text: str) -> str:
@@ -115,12 +118,17 @@ class EmbeddingCache:
         for start in range(0, len(items), 500):
             batch = items[start : start + 500]
             marks = ",".join("?" * len(batch))
-            for key, blob in self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", batch):
+            for key, blob in self._db.execute(
+                f"SELECT key, vector FROM vectors WHERE key IN ({marks})", batch
+            ):
                 found[keys[key]] = np.frombuffer(blob, dtype=np.float32)
         return found
 
     def put_many(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        rows = [(self._key(text), np.asarray(vec, dtype=np.float32).tobytes()) for text, vec in zip(texts, vectors)]
+        rows = [
+            (self._key(text), np.asarray(vec, dtype=np.float32).tobytes())
+            for text, vec in zip(texts, vectors, strict=True)
+        ]
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)", rows)
 
@@ -128,7 +136,9 @@ class EmbeddingCache:
         self._db.close()
 
 
-def embed_with_cache(embedder: Embedder, cache: EmbeddingCache | None, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+def embed_with_cache(
+    embedder: Embedder, cache: EmbeddingCache | None, texts: Sequence[str]
+) -> tuple[np.ndarray, int]:
     """Vectors for `texts` and how many had to be computed (the rest came from the cache)."""
     found = cache.get_many(texts) if cache else {}
     missing = [text for text in dict.fromkeys(texts) if text not in found]
@@ -136,7 +146,7 @@ def embed_with_cache(embedder: Embedder, cache: EmbeddingCache | None, texts: Se
         fresh = embedder.encode(missing)
         if cache:
             cache.put_many(missing, fresh)
-        found.update(zip(missing, fresh))
+        found.update(zip(missing, fresh, strict=True))
     if not texts:
         return np.zeros((0, 0), dtype=np.float32), 0
     return np.stack([found[text] for text in texts]), len(missing)

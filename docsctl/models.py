@@ -72,9 +72,14 @@ class Chunk:
     indexed_at: str = ""
     embedding: Vector | None = None
 
+    def trail(self) -> list[str]:
+        """Title then headings down to this section, without repeating a top heading equal to the title."""
+        parts = [self.title, *self.breadcrumb] if self.title else list(self.breadcrumb)
+        return [part for i, part in enumerate(parts) if part and (i == 0 or part != parts[i - 1])]
+
     def embed_text(self) -> str:
         """The text given to the model: title and breadcrumb give a section its context."""
-        context = " > ".join(part for part in [self.title, *self.breadcrumb] if part)
+        context = " > ".join(self.trail())
         return f"{context}\n\n{self.content}" if context else self.content
 
     def to_dict(self, with_embedding: bool = False) -> dict[str, Any]:

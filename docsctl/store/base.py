@@ -58,6 +58,7 @@ class Store(Protocol):
     """What every backend promises. Scores compare only within one call."""
 
     backend: str  # "sqlite" | "opensearch"
+    schema_version: int  # bumped when the index layout changes; a mismatch forces a rebuild
 
     def index_meta(self) -> IndexMeta | None:
         """How the live index was built, or None when there is no index yet. Never raises for a

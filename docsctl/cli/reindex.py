@@ -1,0 +1,170 @@
+"""`docsctl reindex`: index folders (or the sources of docsctl.toml) into the configured backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from docsctl.cli.common import (
+    BackendOption,
+    ConfigOption,
+    DataDirOption,
+    UrlOption,
+    err_console,
+    fail,
+    print_json,
+    settings_from,
+    user_errors,
+)
+from docsctl.config import Settings
+from docsctl.errors import ConfigError
+from docsctl.indexer.sources import SourceTarget, parse_category_rule
+
+
+def targets_for(
+    settings: Settings,
+    paths: list[Path],
+    names: list[str],
+    rules: list[str],
+    base_url: str | None,
+    version: str,
+) -> list[SourceTarget]:
+    """What to index: the folders given (named by --source or their folder name), else configured sources."""
+    category_rules = tuple(parse_category_rule(rule) for rule in rules)
+    if paths:
+        if names and len(names) != len(paths):
+            raise ConfigError("give one --source name per PATH (or none, to name each source after its folder)")
+        targets = []
+        for index, path in enumerate(paths):
+            root = path.expanduser().resolve()
+            if not root.is_dir():
+                raise ConfigError(f"not a folder: {path}")
+            targets.append(
+                SourceTarget(
+                    name=names[index] if names else root.name,
+                    root=root,
+                    category_rules=category_rules,
+                    base_url=base_url,
+                    version=version,
+                )
+            )
+        return targets
+    configured = {source.name: source for source in settings.sources}
+    if not configured:
+        raise ConfigError("nothing to index: give a folder (docsctl reindex PATH) or declare sources in docsctl.toml")
+    unknown = [name for name in names if name not in configured]
+    if unknown:
+        raise ConfigError(f"unknown source {', '.join(unknown)}; configured sources: {', '.join(configured)}")
+    chosen = [configured[name] for name in names] if names else list(configured.values())
+    return [
+        SourceTarget(
+            name=source.name,
+            root=Path(source.path).expanduser(),
+            category_rules=category_rules + source.category_rules,
+            include=source.include,
+            exclude=source.exclude,
+            base_url=base_url or source.base_url,
+            version=version or source.version,
+        )
+        for source in chosen
+    ]
+
+
+def reindex(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Folders of documentation to index.")] = None,
+    *,
+    source: Annotated[
+        list[str] | None,
+        typer.Option("--source", "-s", help="Name of the source for PATH; without PATH, a configured source."),
+    ] = None,
+    category_rule: Annotated[
+        list[str] | None,
+        typer.Option("--category-rule", "-c", help="GLOB=CATEGORY on paths inside the source, e.g. 'api/*=reference'."),
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Rebuild the whole index beside the live one, then swap.")
+    ] = False,
+    base_url: Annotated[str | None, typer.Option(help="Base URL that result links are built from.")] = None,
+    version: Annotated[str, typer.Option(help="Version label of these documents, e.g. 1.8.")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    config: ConfigOption = None,
+    opensearch_url: UrlOption = None,
+    backend: BackendOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Index documentation folders; unchanged files are skipped, so re-running is cheap.
+
+    Example: docsctl reindex ./docs --source mydocs --category-rule 'api/*=reference'
+    """
+    with user_errors():
+        settings = settings_from(config, opensearch_url, backend, data_dir)
+        targets = targets_for(settings, paths or [], source or [], category_rule or [], base_url, version)
+        from docsctl.embedding import Embedder, EmbeddingCache
+        from docsctl.indexer.pipeline import reindex as run_reindex
+        from docsctl.store import open_store
+
+        store = open_store(settings)
+        embedder = Embedder(settings.model)
+        cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
+        progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=as_json or not err_console.is_terminal,
+        )
+        tasks: dict[str, int] = {}
+
+        def on_progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = progress.add_task(f"indexing {name}", total=total)
+            progress.update(tasks[name], completed=done)
+
+        with progress:
+            summary = run_reindex(
+                store,
+                embedder,
+                targets,
+                lock_path=settings.lock_path,
+                full=full,
+                cache=cache,
+                progress=on_progress,
+            )
+        cache.close()
+    if as_json:
+        print_json({"backend": store.backend, **summary.to_dict()})
+    else:
+        _print_summary(store.backend, summary)
+    if summary.write_failures:
+        fail(f"{len(summary.write_failures)} chunks could not be stored (first: {summary.write_failures[0][1]})")
+
+
+def _print_summary(backend: str, summary) -> None:  # noqa: ANN001 - ReindexSummary, imported lazily
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_row("sources", ", ".join(summary.sources))
+    table.add_row("backend", backend + (f" (new index: {summary.rebuild_reason})" if summary.rebuilt else ""))
+    table.add_row("files seen", str(summary.files_seen))
+    table.add_row(
+        "documents",
+        f"{summary.added} added, {summary.changed} changed, {summary.removed} removed, {summary.unchanged} unchanged",
+    )
+    table.add_row(
+        "skipped", str(len(summary.skipped)) + (f" ({summary.ignored} other files ignored)" if summary.ignored else "")
+    )
+    table.add_row("chunks", f"{summary.chunks_written} written, {summary.chunks_embedded} embedded")
+    if summary.chunks_carried:
+        table.add_row("kept", f"{summary.chunks_carried} chunks of other sources")
+    table.add_row("seconds", f"{summary.seconds:.1f}")
+    err_console.print(table)
+    reasons: dict[str, list[str]] = {}
+    for path, reason in summary.skipped:
+        reasons.setdefault(reason, []).append(path)
+    for reason, paths in sorted(reasons.items(), key=lambda item: -len(item[1])):
+        example = paths[0] + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+        err_console.print(f"  skipped {len(paths)}: {reason} ({example})", highlight=False)

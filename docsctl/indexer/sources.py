@@ -1,0 +1,116 @@
+"""Folders of documentation -> SourceDoc, with categories from path rules."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from docsctl.errors import ConfigError
+from docsctl.indexer.extract import SUPPORTED_SUFFIXES
+from docsctl.models import SourceDoc
+
+# First match wins. These fit the ChimeraX layout and the usual names of documentation folders.
+DEFAULT_CATEGORY_RULES: tuple[tuple[str, str], ...] = (
+    ("user/commands/*", "commands"),
+    ("user/tools/*", "tools"),
+    ("user/tutorials/*", "tutorials"),
+    ("user/*", "concepts"),
+    ("devel/*", "devel"),
+    ("commands/*", "commands"),
+    ("*/commands/*", "commands"),
+    ("guides/*", "guides"),
+    ("*/reference/*", "reference"),
+    ("*/how_to/*", "howto"),
+    ("*/user_guide/*", "guide"),
+    ("*tutorial*", "tutorials"),
+    ("*/explanation/*", "concepts"),
+)
+FALLBACK_CATEGORY = "docs"
+MAX_FILE_BYTES = 5 * 1024 * 1024
+# Files of other types (images, stylesheets, build files) are counted as ignored, not as skipped.
+INDEXED_SUFFIXES = frozenset(SUPPORTED_SUFFIXES) - {""}
+UNSUPPORTED = "unsupported file type"
+
+
+@dataclass(frozen=True)
+class SourceTarget:
+    """One source to index: where its files are and how to label them."""
+
+    name: str
+    root: Path
+    category_rules: tuple[tuple[str, str], ...] = ()
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    base_url: str | None = None
+    version: str = ""
+    origin: str = ""
+    suffixes: frozenset[str] = INDEXED_SUFFIXES
+
+
+def parse_category_rule(rule: str) -> tuple[str, str]:
+    """'GLOB=CATEGORY' -> (GLOB, CATEGORY); a glob without wildcards matches a folder and all below it."""
+    glob, sep, category = rule.partition("=")
+    if not sep or not glob.strip() or not category.strip():
+        raise ConfigError(f"category rule {rule!r} is not GLOB=CATEGORY (e.g. 'api/*=reference')")
+    glob = glob.strip().strip("/")
+    if not any(char in glob for char in "*?["):
+        glob = f"{glob}/*"
+    return glob, category.strip()
+
+
+def category_for(path: str, rules: Sequence[tuple[str, str]]) -> str:
+    for glob, category in (*rules, *DEFAULT_CATEGORY_RULES):
+        if fnmatch.fnmatchcase(path, glob):
+            return category
+    return FALLBACK_CATEGORY
+
+
+def _matches(path: str, globs: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(path, glob) for glob in globs)
+
+
+def walk_source(target: SourceTarget) -> Iterator[tuple[SourceDoc, str | None]]:
+    """Every file under the root, sorted, hidden folders skipped; with a reason when it is not indexable.
+
+    The reason is None for files to extract, UNSUPPORTED for types docsctl does not read, else why the
+    file is skipped (counted, never fatal).
+    """
+    root = target.root
+    if not root.is_dir():
+        raise ConfigError(f"not a folder: {root}")
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in {"__pycache__", "node_modules"})
+        for filename in sorted(files):
+            if filename.startswith("."):
+                continue
+            abs_path = Path(folder) / filename
+            rel = abs_path.relative_to(root).as_posix()
+            if target.include and not _matches(rel, target.include):
+                continue
+            if target.exclude and _matches(rel, target.exclude):
+                continue
+            doc = SourceDoc(
+                source=target.name,
+                path=rel,
+                abs_path=abs_path,
+                category=category_for(rel, target.category_rules),
+                version=target.version,
+                url=f"{target.base_url.rstrip('/')}/{rel}" if target.base_url else abs_path.resolve().as_uri(),
+            )
+            supported = abs_path.suffix.lower() in target.suffixes
+            yield doc, _unindexable_reason(abs_path) if supported else UNSUPPORTED
+
+
+def _unindexable_reason(path: Path) -> str | None:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if size > MAX_FILE_BYTES:
+        return f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"
+    if not os.access(path, os.R_OK):
+        return "unreadable: permission denied"
+    return None

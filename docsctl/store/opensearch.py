@@ -1,0 +1,444 @@
+"""OpenSearchStore: chunks and vectors in OpenSearch, reached through an alias.
+
+Physical indices are named `<alias>-v<mapping version>-<timestamp>`; a rebuild fills a new one with
+refresh disabled, checks it, and swaps the alias in one atomic `_aliases` call. The index records
+how it was built (mapping version, model, dimension) and per-source state in its mapping `_meta`.
+This is the only module that imports opensearchpy or reads mappings/.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+from opensearchpy import OpenSearch, helpers
+from opensearchpy import exceptions as os_errors
+
+from docsctl.config import Settings
+from docsctl.errors import IndexMissingError, NotFoundError, StoreError
+from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+from docsctl.store import opensearch_queries as q
+from docsctl.store.base import WriteReport
+
+BULK_CHUNK = 200
+BULK_RETRIES = 3
+
+
+def load_index_definition() -> dict[str, Any]:
+    """mappings/chunks.json, shipped inside the package."""
+    text = resources.files("docsctl").joinpath("mappings", "chunks.json").read_text(encoding="utf-8")
+    definition = json.loads(text)
+    definition.pop("_comment", None)
+    return definition
+
+
+def mapping_version() -> int:
+    return int(load_index_definition()["mappings"]["_meta"]["mapping_version"])
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _to_source(chunk: Chunk, indexed_at: str) -> dict[str, Any]:
+    doc = chunk.to_dict(with_embedding=True)
+    doc["name"] = doc.pop("names")
+    doc["indexed_at"] = doc["indexed_at"] or indexed_at
+    return doc
+
+
+def _from_source(source: dict[str, Any]) -> Chunk:
+    data = dict(source)
+    names = data.pop("name", [])
+    data["names"] = [names] if isinstance(names, str) else list(names or [])
+    return Chunk.from_dict(data)
+
+
+def _highlights(hit: dict[str, Any]) -> list[str]:
+    return list(hit.get("highlight", {}).get("content", []))
+
+
+class OpenSearchStore:
+    backend = "opensearch"
+
+    def __init__(self, settings: Settings, alias: str | None = None) -> None:
+        self.settings = settings
+        self.alias = alias or settings.index_alias
+        self._client: OpenSearch | None = None
+
+    @property
+    def schema_version(self) -> int:
+        return mapping_version()
+
+    # -- connection and error translation -------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self.settings.opensearch_url or "http://127.0.0.1:9200"
+
+    @property
+    def client(self) -> OpenSearch:
+        if self._client is None:
+            s = self.settings
+            auth = (s.opensearch_user, s.opensearch_password or "") if s.opensearch_user else None
+            self._client = OpenSearch(
+                hosts=[self.url],
+                http_auth=auth,
+                verify_certs=s.opensearch_verify,
+                ca_certs=s.opensearch_ca_file,
+                ssl_show_warn=False,
+                timeout=60,
+                max_retries=2,
+                retry_on_timeout=True,
+            )
+        return self._client
+
+    @contextmanager
+    def _errors(self, missing_ok: bool = False) -> Iterator[None]:
+        try:
+            yield
+        except os_errors.ConnectionError:
+            raise StoreError(
+                f"cannot reach OpenSearch at {self.url}: start a node with `docsctl opensearch up` "
+                "or set DOCSCTL_OPENSEARCH_URL"
+            ) from None
+        except os_errors.AuthenticationException:
+            raise StoreError(f"OpenSearch at {self.url} refused the credentials (check opensearch_user)") from None
+        except os_errors.NotFoundError as exc:
+            if missing_ok:
+                return
+            if "index_not_found" in str(exc.error):
+                raise IndexMissingError(
+                    f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first"
+                ) from None
+            raise NotFoundError(f"not found: {exc.info}") from None
+        except os_errors.TransportError as exc:
+            reason = exc.info.get("error", {}).get("reason") if isinstance(exc.info, dict) else None
+            raise StoreError(f"OpenSearch at {self.url} answered {exc.status_code}: {reason or exc.error}") from None
+
+    # -- index management -------------------------------------------------------------------------
+
+    def _live_index(self) -> str | None:
+        with self._errors():
+            if not self.client.indices.exists_alias(name=self.alias):
+                return None
+            found = self.client.indices.get_alias(name=self.alias)
+        return sorted(found)[-1]
+
+    def _meta_of(self, index: str) -> dict[str, Any]:
+        with self._errors():
+            mapping = self.client.indices.get_mapping(index=index)
+        return mapping[index]["mappings"].get("_meta", {})
+
+    def index_meta(self) -> IndexMeta | None:
+        live = self._live_index()
+        if live is None:
+            return None
+        meta = self._meta_of(live)
+        return IndexMeta(
+            mapping_version=int(meta.get("mapping_version", 0)),
+            model=str(meta.get("model", "")),
+            dimension=int(meta.get("dimension", 0)),
+        )
+
+    def _physical_indices(self) -> list[str]:
+        with self._errors():
+            found = self.client.indices.get(index=f"{self.alias}-v*", ignore_unavailable=True, allow_no_indices=True)
+        return sorted(found)
+
+    def _create_index(self, meta: IndexMeta) -> str:
+        definition = load_index_definition()
+        name = f"{self.alias}-v{meta.mapping_version}-{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"
+        index_settings = definition["settings"]["index"]
+        index_settings["number_of_shards"] = self.settings.shards
+        # Replicas and refreshes are switched on after the bulk load: much faster, same result.
+        index_settings["number_of_replicas"] = 0
+        index_settings["refresh_interval"] = "-1"
+        definition["mappings"]["properties"]["embedding"]["dimension"] = meta.dimension
+        definition["mappings"]["_meta"].update(
+            mapping_version=meta.mapping_version,
+            model=meta.model,
+            dimension=meta.dimension,
+            created_at=_now(),
+            sources={},
+        )
+        with self._errors():
+            self.client.indices.create(index=name, body=definition)
+        return name
+
+    def _delete_index(self, index: str) -> None:
+        with self._errors(missing_ok=True):
+            self.client.indices.delete(index=index)
+
+    def _finish_build(self, index: str, expected: int) -> None:
+        with self._errors():
+            self.client.indices.put_settings(
+                index=index,
+                body={"index": {"refresh_interval": "1s", "number_of_replicas": self.settings.replicas}},
+            )
+            self.client.indices.refresh(index=index)
+            count = int(self.client.count(index=index)["count"])
+        if count != expected:
+            raise StoreError(f"new index {index} holds {count} chunks, expected {expected}; the old index stays live")
+        if count:
+            with self._errors():
+                probe = self.client.search(index=index, body={"size": 1, "query": {"match_all": {}}})
+            if not probe["hits"]["hits"]:
+                raise StoreError(f"new index {index} answers no probe query; the old index stays live")
+
+    def _swap_alias(self, new: str, old: str | None) -> None:
+        actions: list[dict[str, Any]] = [{"add": {"index": new, "alias": self.alias}}]
+        if old:
+            actions.insert(0, {"remove": {"index": old, "alias": self.alias}})
+        with self._errors():
+            self.client.indices.update_aliases(body={"actions": actions})
+
+    @contextmanager
+    def writer(self, meta: IndexMeta, *, rebuild: bool) -> Iterator[_Writer]:
+        live = self._live_index()
+        if live is not None and not rebuild:
+            writer = _Writer(self, live, live_index=None)
+            yield writer
+            with self._errors():
+                self.client.indices.refresh(index=live)
+            return
+        for leftover in self._physical_indices():
+            if leftover != live:  # a rebuild that was killed; the reindex lock says none is running
+                self._delete_index(leftover)
+        new = self._create_index(meta)
+        writer = _Writer(self, new, live_index=live)
+        try:
+            yield writer
+            self._finish_build(new, writer.stored)
+            self._swap_alias(new, live)
+        except BaseException:
+            self._delete_index(new)
+            raise
+        if live:
+            self._delete_index(live)
+
+    def drop(self) -> None:
+        for index in self._physical_indices():
+            self._delete_index(index)
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def _search(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._errors():
+            return self.client.search(index=self.alias, body=body)
+
+    def _hits(self, response: dict[str, Any]) -> list[Hit]:
+        return [
+            Hit(
+                chunk=_from_source(hit["_source"]),
+                score=float(hit["_score"] or 0.0),
+                highlights=_highlights(hit),
+            )
+            for hit in response["hits"]["hits"]
+        ]
+
+    def bm25(self, text: str, k: int, filters: Filters | None = None) -> list[Hit]:
+        if not q.clean_query_text(text):
+            self._require_index()
+            return []
+        return self._hits(self._search(q.bm25_body(text, k, filters)))
+
+    def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]:
+        return self._hits(self._search(q.knn_body(vector, k, filters)))
+
+    def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
+        if not chunk_ids:
+            return {}
+        response = self._search(q.highlight_body(text, chunk_ids))
+        return {hit["_id"]: _highlights(hit) for hit in response["hits"]["hits"]}
+
+    def _require_index(self) -> None:
+        if self._live_index() is None:
+            raise IndexMissingError(f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first")
+
+    # -- documents --------------------------------------------------------------------------------
+
+    def get_chunk(self, chunk_id: str) -> Chunk:
+        self._require_index()
+        response = self._search({"size": 1, "query": {"ids": {"values": [chunk_id]}}, "_source": q.SOURCE_EXCLUDES})
+        hits = response["hits"]["hits"]
+        if not hits:
+            raise NotFoundError(f"no chunk with id {chunk_id!r}")
+        return _from_source(hits[0]["_source"])
+
+    def get_document(self, path: str, source: str | None = None, version: str | None = None) -> list[Chunk]:
+        self._require_index()
+        chunks = [
+            _from_source(hit["_source"]) for hit in self._search(q.document_body(path, source, version))["hits"]["hits"]
+        ]
+        if not chunks:
+            raise NotFoundError(f"no document with path {path!r}" + (f" in source {source!r}" if source else ""))
+        sources = sorted({chunk.source for chunk in chunks})
+        if len(sources) > 1:
+            raise NotFoundError(f"path {path!r} exists in several sources ({', '.join(sources)}): name one")
+        newest = chunks[0].version  # sorted by version descending
+        return [chunk for chunk in chunks if chunk.version == newest]
+
+    def lookup(self, name: str, sources: Iterable[str] = ()) -> list[Chunk]:
+        self._require_index()
+        response = self._search(q.lookup_body(name, list(sources)))
+        doc_ids = [bucket["key"] for bucket in response["aggregations"]["docs"]["buckets"]]
+        if not doc_ids:
+            return []
+        body = {
+            "size": 10_000,
+            "query": {"terms": {"doc_id": doc_ids}},
+            "sort": [{"doc_id": "asc"}, {"chunk_index": "asc"}],
+            "_source": q.SOURCE_EXCLUDES,
+        }
+        return [_from_source(hit["_source"]) for hit in self._search(body)["hits"]["hits"]]
+
+    def doc_hashes(self, source: str, version: str = "") -> dict[str, str]:
+        if self._live_index() is None:
+            return {}
+        hashes: dict[str, str] = {}
+        after: dict[str, Any] | None = None
+        while True:
+            composite: dict[str, Any] = {
+                "size": 1000,
+                "sources": [
+                    {"path": {"terms": {"field": "path"}}},
+                    {"hash": {"terms": {"field": "content_hash"}}},
+                ],
+            }
+            if after:
+                composite["after"] = after
+            body = {
+                "size": 0,
+                "query": {"bool": {"filter": [{"term": {"source": source}}, {"term": {"version": version}}]}},
+                "aggs": {"docs": {"composite": composite}},
+            }
+            agg = self._search(body)["aggregations"]["docs"]
+            for bucket in agg["buckets"]:
+                hashes[bucket["key"]["path"]] = bucket["key"]["hash"]
+            after = agg.get("after_key")
+            if not agg["buckets"] or not after:
+                return hashes
+
+    def source_states(self) -> dict[str, dict[str, Any]]:
+        live = self._live_index()
+        if live is None:
+            raise IndexMissingError(f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first")
+        return dict(self._meta_of(live).get("sources", {}))
+
+    def list_sources(self) -> list[SourceInfo]:
+        states = self.source_states()
+        buckets = self._search(q.sources_body())["aggregations"]["sources"]["buckets"]
+        infos = []
+        for bucket in buckets:
+            state = states.get(bucket["key"], {})
+            infos.append(
+                SourceInfo(
+                    source=bucket["key"],
+                    documents=int(bucket["documents"]["value"]),
+                    chunks=int(bucket["doc_count"]),
+                    categories={b["key"]: b["doc_count"] for b in bucket["categories"]["buckets"]},
+                    versions={b["key"]: b["doc_count"] for b in bucket["versions"]["buckets"]},
+                    last_indexed=state.get("last_indexed") or bucket["last_indexed"].get("value_as_string"),
+                    origin=state.get("origin"),
+                )
+            )
+        return infos
+
+    def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
+        self._require_index()
+        body: dict[str, Any] = {"query": {"match_all": {}}}
+        if not with_embedding:
+            body["_source"] = q.SOURCE_EXCLUDES
+        with self._errors():
+            for hit in helpers.scan(self.client, index=self.alias, query=body, size=500):
+                yield _from_source(hit["_source"])
+
+
+class _Writer:
+    """Writes into one physical index; in a rebuild, `live_index` is the one still serving."""
+
+    def __init__(self, store: OpenSearchStore, index: str, live_index: str | None) -> None:
+        self._store = store
+        self.index = index
+        self.live_index = live_index
+        self.stored = 0  # chunks this writer added to a new index (checked before the swap)
+
+    def write(self, chunks: Iterable[Chunk]) -> WriteReport:
+        indexed_at = _now()
+        actions = (
+            {
+                "_op_type": "index",
+                "_index": self.index,
+                "_id": chunk.chunk_id,
+                "_source": _to_source(chunk, indexed_at),
+            }
+            for chunk in chunks
+        )
+        report = WriteReport()
+        with self._store._errors():
+            for ok, item in helpers.streaming_bulk(
+                self._store.client,
+                actions,
+                chunk_size=BULK_CHUNK,
+                max_retries=BULK_RETRIES,
+                initial_backoff=1,
+                raise_on_error=False,
+                raise_on_exception=False,
+            ):
+                result = item.get("index", {})
+                if ok:
+                    report.written += 1
+                    if result.get("result") == "created":
+                        self.stored += 1
+                else:
+                    error = result.get("error", "unknown error")
+                    reason = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
+                    report.failed.append((str(result.get("_id")), reason))
+        return report
+
+    def delete_documents(self, doc_ids: Iterable[str], keep_hash: str | None = None) -> int:
+        ids = list(doc_ids)
+        if not ids:
+            return 0
+        query: dict[str, Any] = {"bool": {"filter": [{"terms": {"doc_id": ids}}]}}
+        if keep_hash:
+            query["bool"]["must_not"] = [{"term": {"content_hash": keep_hash}}]
+        with self._store._errors():
+            response = self._store.client.delete_by_query(
+                index=self.index, body={"query": query}, conflicts="proceed", refresh=True
+            )
+        deleted = int(response.get("deleted", 0))
+        self.stored -= deleted
+        return deleted
+
+    def copy_sources(self, exclude: Iterable[str]) -> int:
+        if not self.live_index:
+            return 0
+        body = {
+            "source": {
+                "index": self.live_index,
+                "query": {"bool": {"must_not": [{"terms": {"source": list(exclude)}}]}},
+            },
+            "dest": {"index": self.index},
+        }
+        with self._store._errors():
+            response = self._store.client.reindex(body=body, wait_for_completion=True, refresh=False)
+        copied = int(response.get("created", 0))
+        self.stored += copied
+        states = self._store._meta_of(self.live_index).get("sources", {})
+        for source, state in states.items():
+            if source not in set(exclude):
+                self.record_source(source, state)
+        return copied
+
+    def record_source(self, source: str, state: dict[str, Any]) -> None:
+        meta = self._store._meta_of(self.index)
+        meta.setdefault("sources", {})[source] = state
+        with self._store._errors():
+            self._store.client.indices.put_mapping(index=self.index, body={"_meta": meta})

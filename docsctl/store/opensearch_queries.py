@@ -1,0 +1,156 @@
+"""Request bodies for OpenSearch, built as plain data: unit-testable and easy to paste into a bug report.
+
+User text is only ever placed in match/multi_match queries, which never parse query syntax.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docsctl.models import Filters, Vector
+
+# Long inputs would only add clauses (and can exceed max_clause_count); the head carries the intent.
+MAX_QUERY_CHARS = 512
+
+PROSE_FIELDS = ["title^3", "section^2", "breadcrumb^1.5", "content"]
+CODE_FIELDS = ["title.code^3", "section.code^2", "breadcrumb.code^1.5", "content.code", "path.text^0.5"]
+NAME_BOOST = 4.0
+HIGHLIGHT_CHARS = 160
+
+HIGHLIGHT = {
+    "pre_tags": ["<em>"],
+    "post_tags": ["</em>"],
+    "fields": {
+        "content": {
+            "type": "fvh",
+            "matched_fields": ["content", "content.code"],
+            "fragment_size": HIGHLIGHT_CHARS,
+            "number_of_fragments": 2,
+            "no_match_size": HIGHLIGHT_CHARS,
+        }
+    },
+}
+SOURCE_EXCLUDES = {"excludes": ["embedding"]}
+
+
+def clean_query_text(text: str) -> str:
+    return " ".join(text.split())[:MAX_QUERY_CHARS]
+
+
+def filter_clauses(filters: Filters | None) -> list[dict[str, Any]]:
+    if filters is None:
+        return []
+    clauses = []
+    for field, values in (
+        ("category", filters.categories),
+        ("source", filters.sources),
+        ("version", filters.versions),
+    ):
+        if values:
+            clauses.append({"terms": {field: list(values)}})
+    return clauses
+
+
+def text_query(text: str) -> dict[str, Any]:
+    """Prose (stemmed) and code-aware matching, plus a boost for an exact documented name."""
+    text = clean_query_text(text)
+    return {
+        "bool": {
+            "should": [
+                {
+                    "multi_match": {
+                        "query": text,
+                        "fields": PROSE_FIELDS,
+                        "type": "best_fields",
+                        "tie_breaker": 0.3,
+                    }
+                },
+                {
+                    "multi_match": {
+                        "query": text,
+                        "fields": CODE_FIELDS,
+                        "type": "best_fields",
+                        "tie_breaker": 0.3,
+                    }
+                },
+                {"term": {"name": {"value": text.lower(), "boost": NAME_BOOST}}},
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+def bm25_body(text: str, k: int, filters: Filters | None = None) -> dict[str, Any]:
+    return {
+        "size": k,
+        "query": {"bool": {"must": [text_query(text)], "filter": filter_clauses(filters)}},
+        "highlight": HIGHLIGHT,
+        "_source": SOURCE_EXCLUDES,
+    }
+
+
+def knn_body(vector: Vector, k: int, filters: Filters | None = None) -> dict[str, Any]:
+    """Lucene k-NN with the filter inside the query: efficient filtering, not post-filtering."""
+    knn: dict[str, Any] = {"vector": list(vector), "k": k}
+    clauses = filter_clauses(filters)
+    if clauses:
+        knn["filter"] = {"bool": {"filter": clauses}}
+    return {"size": k, "query": {"knn": {"embedding": knn}}, "_source": SOURCE_EXCLUDES}
+
+
+def highlight_body(text: str, chunk_ids: list[str]) -> dict[str, Any]:
+    """Highlights for chosen chunks; `no_match_size` gives an opening fragment where no term matches."""
+    text = clean_query_text(text)
+    return {
+        "size": len(chunk_ids),
+        "query": {
+            "bool": {
+                "filter": [{"ids": {"values": chunk_ids}}],
+                "should": [{"multi_match": {"query": text, "fields": ["content", "content.code"]}}] if text else [],
+            }
+        },
+        "highlight": HIGHLIGHT,
+        "_source": False,
+    }
+
+
+def document_body(path: str, source: str | None, version: str | None) -> dict[str, Any]:
+    clauses: list[dict[str, Any]] = [{"term": {"path": path}}]
+    if source:
+        clauses.append({"term": {"source": source}})
+    if version is not None:
+        clauses.append({"term": {"version": version}})
+    return {
+        "size": 10_000,
+        "query": {"bool": {"filter": clauses}},
+        "sort": [{"source": "asc"}, {"version": "desc"}, {"chunk_index": "asc"}],
+        "_source": SOURCE_EXCLUDES,
+    }
+
+
+def lookup_body(name: str, sources: list[str], max_docs: int = 5) -> dict[str, Any]:
+    clauses: list[dict[str, Any]] = [{"term": {"name": name.strip().lower()}}]
+    if sources:
+        clauses.append({"terms": {"source": sources}})
+    return {
+        "size": 0,
+        "query": {"bool": {"filter": clauses}},
+        "aggs": {"docs": {"terms": {"field": "doc_id", "size": max_docs, "order": {"_key": "asc"}}}},
+    }
+
+
+def sources_body() -> dict[str, Any]:
+    return {
+        "size": 0,
+        "aggs": {
+            "sources": {
+                "terms": {"field": "source", "size": 1000},
+                "aggs": {
+                    "documents": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}},
+                    "categories": {"terms": {"field": "category", "size": 200}},
+                    "versions": {"terms": {"field": "version", "size": 200}},
+                    "last_indexed": {"max": {"field": "indexed_at"}},
+                },
+            }
+        },
+    }

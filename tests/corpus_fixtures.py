@@ -1,0 +1,98 @@
+"""Session fixtures: the real model, and real corpora indexed once per backend for the whole run.
+
+Imported by conftest.py. Every test that needs an index of ../shared/corpora/chimerax asks for
+`chimerax_index`, which is parametrized over both backends: the same assertions run on each.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from docsctl.config import Settings, load_settings
+from docsctl.embedding import Embedder, EmbeddingCache
+from docsctl.indexer.pipeline import ReindexSummary, reindex
+from docsctl.indexer.sources import SourceTarget
+from docsctl.store import open_store
+from docsctl.store.base import Store
+
+BACKENDS = ["sqlite", "opensearch"]
+
+
+@dataclass
+class IndexedCorpus:
+    """A corpus indexed by the real pipeline into one backend."""
+
+    backend: str
+    settings: Settings
+    store: Store
+    root: Path
+    summary: ReindexSummary
+
+    def env(self) -> dict[str, str]:
+        """Environment for a `docsctl` subprocess that should see this index."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSCTL_")}
+        env.update(
+            DOCSCTL_BACKEND=self.backend,
+            DOCSCTL_DATA_DIR=str(self.settings.data_dir),
+            DOCSCTL_CACHE_DIR=str(self.settings.cache_dir),
+            DOCSCTL_INDEX_ALIAS=self.settings.index_alias,
+        )
+        if self.settings.opensearch_url:
+            env["DOCSCTL_OPENSEARCH_URL"] = self.settings.opensearch_url
+        return env
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    model = Embedder()
+    model.encode(["warm up"])
+    return model
+
+
+@pytest.fixture(scope="session")
+def embedding_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache per test session: each text is embedded once by the real model, then reused."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def backend_settings(request: pytest.FixtureRequest, backend: str, data_dir: Path, cache_dir: Path) -> Settings:
+    """Settings for a fresh, uniquely named index on `backend`."""
+    alias = f"test-{uuid.uuid4().hex[:12]}"
+    if backend == "opensearch":
+        url = request.getfixturevalue("opensearch_url")
+        return load_settings(
+            backend="opensearch", opensearch_url=url, index_alias=alias, data_dir=data_dir, cache_dir=cache_dir
+        )
+    return load_settings(backend="sqlite", index_alias=alias, data_dir=data_dir, cache_dir=cache_dir)
+
+
+def index_folder(settings: Settings, embedder: Embedder, root: Path, name: str, **kwargs) -> ReindexSummary:
+    store = open_store(settings)
+    cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
+    try:
+        target = SourceTarget(name=name, root=root)
+        return reindex(store, embedder, [target], lock_path=settings.lock_path, cache=cache, **kwargs)
+    finally:
+        cache.close()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def chimerax_index(
+    request: pytest.FixtureRequest,
+    corpora_dir: Path,
+    embedder: Embedder,
+    embedding_cache_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> IndexedCorpus:
+    backend = request.param
+    root = corpora_dir / "chimerax"
+    settings = backend_settings(request, backend, tmp_path_factory.mktemp(f"chimerax-{backend}"), embedding_cache_dir)
+    summary = index_folder(settings, embedder, root, "chimerax")
+    store = open_store(settings)
+    yield IndexedCorpus(backend, settings, store, root, summary)
+    store.drop()
