@@ -299,8 +299,7 @@ class OpenSearchStore:
         return [_from_source(hit["_source"]) for hit in self._search(body)["hits"]["hits"]]
 
     def doc_hashes(self, source: str, version: str = "") -> dict[str, str]:
-        if self._live_index() is None:
-            return {}
+        self._require_index()
         hashes: dict[str, str] = {}
         after: dict[str, Any] | None = None
         while True:

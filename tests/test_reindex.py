@@ -1,0 +1,187 @@
+"""Reindexing a small real folder into each backend: skips, incremental updates, rebuilds, locking, CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from corpus_fixtures import BACKENDS, backend_settings, index_folder
+from typer.testing import CliRunner
+
+from docsctl.cli.app import app
+from docsctl.errors import LockedError, NotFoundError
+from docsctl.indexer.lock import reindex_lock
+from docsctl.store import open_store
+
+PAGES = ["color.html", "cartoon.html", "transparency.html", "dssp.html", "hbonds.html", "angle.html"]
+BAD_FILES = {
+    "binary.html": b"\x00\x01\x02PNG\x00" * 100,
+    "latin1.md": "# Caf\xe9\n\ncr\xe8me br\xfbl\xe9e".encode("latin-1"),
+    "empty.txt": b"   \n\n",
+    "broken.ipynb": b'{"cells": [ {"cell_type": ',
+}
+
+
+@pytest.fixture
+def docs(corpora_dir: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    (root / "user" / "commands").mkdir(parents=True)
+    for page in PAGES:
+        shutil.copy(corpora_dir / "chimerax" / "user" / "commands" / page, root / "user" / "commands" / page)
+    for name, data in BAD_FILES.items():
+        (root / name).write_bytes(data)
+    (root / "logo.png").write_bytes(b"\x89PNG not indexed")
+    return root
+
+
+@pytest.fixture(params=BACKENDS)
+def settings(request, tmp_path, embedding_cache_dir):
+    settings = backend_settings(request, request.param, tmp_path / "data", embedding_cache_dir)
+    yield settings
+    open_store(settings).drop()
+
+
+def test_bad_files_are_skipped_and_counted(settings, embedder, docs):
+    summary = index_folder(settings, embedder, docs, "docs")
+    reasons = dict(summary.skipped)
+    assert set(reasons) == {f"docs:{name}" for name in BAD_FILES}
+    assert reasons["docs:binary.html"] == "binary file"
+    assert reasons["docs:latin1.md"].startswith("not UTF-8")
+    assert reasons["docs:empty.txt"] == "empty file"
+    assert reasons["docs:broken.ipynb"].startswith("malformed notebook")
+    assert summary.ignored == 1  # logo.png
+    assert summary.added == len(PAGES)
+    assert summary.files_seen == len(PAGES) + len(BAD_FILES)
+
+
+def test_incremental_reindex_does_only_the_work_needed(settings, embedder, docs):
+    first = index_folder(settings, embedder, docs, "docs")
+    store = open_store(settings)
+    assert first.added == len(PAGES) and first.rebuilt
+
+    again = index_folder(settings, embedder, docs, "docs")
+    assert (again.added, again.changed, again.removed, again.unchanged) == (0, 0, 0, len(PAGES))
+    assert again.chunks_written == 0 and again.chunks_embedded == 0 and not again.rebuilt
+
+    page = docs / "user" / "commands" / "dssp.html"
+    page.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", "<p>A brand new paragraph about zebras.</p></body>")
+    )
+    (docs / "user" / "commands" / "angle.html").unlink()
+    changed = index_folder(settings, embedder, docs, "docs")
+    assert (changed.added, changed.changed, changed.removed) == (0, 1, 1)
+    assert 0 < changed.chunks_embedded < changed.chunks_written + 1  # only new text is embedded
+    new_chunks = store.get_document("user/commands/dssp.html")
+    assert len({c.content_hash for c in new_chunks}) == 1  # no orphans of the old version
+    assert [c.chunk_index for c in new_chunks] == list(range(len(new_chunks)))
+    assert any("zebras" in c.content for c in new_chunks)
+    with pytest.raises(NotFoundError):
+        store.get_document("user/commands/angle.html")
+    assert store.bm25("zebras", 3)[0].chunk.path == "user/commands/dssp.html"
+
+
+def test_other_sources_survive_a_full_rebuild(settings, embedder, docs, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.md").write_text("# Notes\n\nOrchids need bright indirect light.\n")
+    index_folder(settings, embedder, docs, "docs")
+    index_folder(settings, embedder, other, "notes")
+    rebuilt = index_folder(settings, embedder, docs, "docs", full=True)
+    assert rebuilt.rebuilt and rebuilt.chunks_carried >= 1
+    store = open_store(settings)
+    assert {info.source for info in store.list_sources()} == {"docs", "notes"}
+    assert store.bm25("orchids", 1)[0].chunk.source == "notes"
+
+
+def test_failed_rebuild_leaves_the_old_index_serving(settings, embedder, docs):
+    index_folder(settings, embedder, docs, "docs")
+    store = open_store(settings)
+    before = store.list_sources()
+
+    def explode(source: str, done: int, total: int) -> None:
+        if done == 3:
+            raise RuntimeError("killed mid-rebuild")
+
+    with pytest.raises(RuntimeError, match="killed mid-rebuild"):
+        index_folder(settings, embedder, docs, "docs", full=True, progress=explode)
+    assert store.list_sources() == before
+    assert store.bm25("rainbow", 1)[0].chunk.path == "user/commands/color.html"
+    # The next run builds normally (and clears anything the failed one left).
+    assert index_folder(settings, embedder, docs, "docs", full=True).rebuilt
+    assert store.list_sources()[0].documents == before[0].documents
+
+
+def test_a_second_reindex_is_refused_while_one_runs(settings, embedder, docs):
+    with reindex_lock(settings.lock_path, "a test"), pytest.raises(LockedError, match="a test"):
+        index_folder(settings, embedder, docs, "docs")
+
+
+# -- the CLI --------------------------------------------------------------------------------------------
+
+
+def _env(settings) -> dict[str, str]:
+    env = {
+        "DOCSCTL_BACKEND": settings.backend,
+        "DOCSCTL_DATA_DIR": str(settings.data_dir),
+        "DOCSCTL_CACHE_DIR": str(settings.cache_dir),
+        "DOCSCTL_INDEX_ALIAS": settings.index_alias,
+    }
+    if settings.opensearch_url:
+        env["DOCSCTL_OPENSEARCH_URL"] = settings.opensearch_url
+    return env
+
+
+def test_cli_reindex_and_query_json(settings, docs):
+    runner = CliRunner()
+    result = runner.invoke(app, ["reindex", str(docs), "--source", "docs", "--json"], env=_env(settings))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["indexed"] == len(PAGES) and len(summary["skipped"]) == len(BAD_FILES)
+
+    result = runner.invoke(app, ["query", "rainbow coloring", "--json", "-k", "3"], env=_env(settings))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["hits"][0]["path"] == "user/commands/color.html"
+    assert {"title", "breadcrumb", "category", "url", "anchor", "score", "highlights"} <= set(data["hits"][0])
+
+    result = runner.invoke(app, ["query", "rainbow", "--category", "commands"], env=_env(settings))
+    assert result.exit_code == 0 and "color.html" in result.stdout
+
+
+def test_cli_query_without_an_index_says_what_to_do(settings):
+    result = CliRunner().invoke(app, ["query", "anything"], env=_env(settings))
+    assert result.exit_code == 1
+    assert "docsctl reindex" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [["query", "x"], ["reindex", "."]])
+def test_cli_unreachable_opensearch_is_one_line_and_exit_1(args, tmp_path):
+    env = {"DOCSCTL_OPENSEARCH_URL": "http://127.0.0.1:1", "DOCSCTL_DATA_DIR": str(tmp_path)}
+    result = CliRunner().invoke(app, [*args, "--mode", "bm25"] if args[0] == "query" else args, env=env)
+    assert result.exit_code == 1
+    assert "cannot reach OpenSearch at http://127.0.0.1:1" in result.output
+    assert "docsctl opensearch up" in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["reindex", "/no/such/folder"], "not a folder"),
+        (["reindex"], "nothing to index"),
+        (["reindex", ".", "--category-rule", "nonsense"], "GLOB=CATEGORY"),
+        (["query", "x", "--mode", "fuzzy"], "mode must be one of"),
+        (["query", "x", "-k", "0"], "limit must be between 1 and 50"),
+        (["query", "x", "--backend", "nosuch"], "backend must be"),
+    ],
+)
+def test_cli_bad_input_is_one_clear_line(args, message, tmp_path):
+    env = {"DOCSCTL_DATA_DIR": str(tmp_path), "DOCSCTL_CONFIG": ""}
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,288 @@
+"""SqliteStore behaviour beyond the shared contract: the file on disk, foreign files, WAL and swaps."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from contract_fixtures import DOCS
+
+from docsctl.errors import IndexMissingError, LockedError, StoreError
+from docsctl.models import Chunk, IndexMeta
+from docsctl.store import sqlite as sqlite_module
+from docsctl.store.sqlite import SqliteStore, fragments
+
+META = IndexMeta(mapping_version=1, model="test-model", dimension=4)
+
+
+def sample(word: str = "", count: int | None = None) -> list[Chunk]:
+    """Sample chunks with small deterministic vectors; `word` is appended to every content."""
+    rng = np.random.default_rng(3)
+    chunks = [chunk for doc in DOCS for chunk in doc.chunks()][:count]
+    for chunk in chunks:
+        chunk.content = f"{chunk.content} {word}".strip()
+        chunk.embedding = rng.normal(size=4).tolist()
+    return chunks
+
+
+def build(store: SqliteStore, chunks: list[Chunk], *, rebuild: bool = True) -> None:
+    with store.writer(META, rebuild=rebuild) as writer:
+        writer.write(chunks)
+
+
+@pytest.fixture
+def path(tmp_path) -> Path:
+    return tmp_path / "index.db"
+
+
+def test_the_constructor_and_reads_create_nothing(path):
+    store = SqliteStore(path)
+    assert store.index_meta() is None
+    with pytest.raises(IndexMissingError, match="docsctl reindex") as error:
+        store.bm25("color", k=3)
+    assert str(path) in str(error.value)
+    assert list(path.parent.iterdir()) == []
+
+
+def test_an_empty_file_counts_as_no_index(path):
+    path.touch()
+    store = SqliteStore(path)
+    assert store.index_meta() is None
+    with pytest.raises(IndexMissingError):
+        store.get_chunk("x")
+    build(store, sample())
+    assert store.index_meta() == META
+
+
+def _foreign_database(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('my precious notes')")
+    conn.commit()
+    conn.close()
+
+
+def _corrupt_file(path: Path) -> None:
+    path.write_bytes(b"this is not a database, just some bytes\n" * 200)
+
+
+@pytest.mark.parametrize("make", [_foreign_database, _corrupt_file], ids=["foreign", "corrupt"])
+def test_a_file_that_is_not_an_index_is_reported_and_left_alone(path, make):
+    make(path)
+    before = path.read_bytes()
+    store = SqliteStore(path)
+    reads = [
+        store.index_meta,
+        lambda: store.bm25("notes", k=3),
+        lambda: store.knn([1.0, 0.0, 0.0, 0.0], k=3),
+        store.list_sources,
+        store.drop,
+    ]
+    for read in reads:
+        with pytest.raises(StoreError) as error:
+            read()
+        assert not isinstance(error.value, IndexMissingError)
+        assert str(path) in str(error.value)
+        assert "docsctl reindex --full" in str(error.value)
+    with pytest.raises(StoreError), store.writer(META, rebuild=False) as writer:
+        writer.write(sample())
+    assert path.read_bytes() == before
+
+
+def test_an_explicit_rebuild_replaces_a_file_that_is_not_an_index(path):
+    _foreign_database(path)
+    store = SqliteStore(path)
+    build(store, sample(), rebuild=True)
+    assert store.index_meta() == META
+    assert store.get_chunk(sample()[0].chunk_id).content == sample()[0].content
+
+
+def test_an_index_of_another_schema_version_asks_for_a_rebuild(path):
+    store = SqliteStore(path)
+    build(store, sample())
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    fresh = SqliteStore(path)
+    assert fresh.index_meta() == META  # readable, so the indexer sees it and decides
+    with pytest.raises(StoreError, match="reindex --full"):
+        fresh.bm25("color", k=3)
+    build(fresh, sample(), rebuild=True)
+    assert fresh.bm25("color", k=3)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_leftover_building_files_of_dead_writers_are_cleaned(path):
+    store = SqliteStore(path)
+    build(store, sample())
+    dead = path.with_name(f"{path.name}.building-{_dead_pid()}")
+    dead.write_bytes(b"half an index")
+    dead.with_name(dead.name + "-wal").write_bytes(b"its wal")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        running = path.with_name(f"{path.name}.building-{sleeper.pid}")
+        running.write_bytes(b"another process is building this")
+        with store.writer(META, rebuild=False) as writer:
+            writer.write(sample("extra", count=1))
+        assert not dead.exists()
+        assert not dead.with_name(dead.name + "-wal").exists()
+        assert running.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_the_live_file_is_in_wal_mode(path):
+    store = SqliteStore(path)
+    build(store, sample())
+    build(store, sample("again"))  # the backup swap keeps it
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
+def test_an_incremental_writer_commits_on_exit_and_rolls_back_on_error(path):
+    store = SqliteStore(path)
+    build(store, sample(count=3))
+    extra = sample("zircon")[3:5]
+    with store.writer(META, rebuild=False) as writer:
+        writer.write(extra)
+        assert store.bm25("zircon", k=5) == []  # not committed yet
+    assert len(store.bm25("zircon", k=5)) == 2
+    with pytest.raises(RuntimeError), store.writer(META, rebuild=False) as writer:
+        writer.write(sample("quartz")[5:8])
+        writer.delete_documents([extra[0].doc_id])
+        raise RuntimeError("boom")
+    assert store.bm25("quartz", k=5) == []
+    assert len(store.bm25("zircon", k=5)) == 2
+
+
+def test_an_incremental_writer_needs_the_same_meta(path):
+    store = SqliteStore(path)
+    build(store, sample())
+    with pytest.raises(StoreError, match="reindex --full"), store.writer(IndexMeta(2, "test-model", 4), rebuild=False):
+        pass
+
+
+def test_a_second_writer_is_refused_while_one_runs(path, monkeypatch):
+    monkeypatch.setattr(sqlite_module, "BUSY_TIMEOUT_MS", 100)
+    store = SqliteStore(path)
+    build(store, sample())
+    with store.writer(META, rebuild=False) as writer:
+        writer.write(sample("first", count=1))
+        with pytest.raises(LockedError), SqliteStore(path).writer(META, rebuild=False):
+            pass
+
+
+READER = textwrap.dedent(
+    """
+    import sys
+    from docsctl.store.sqlite import SqliteStore
+    store = SqliteStore(sys.argv[1])
+    print(len(store.bm25(sys.argv[2], k=50)), len(store.knn([1.0, 0.0, 0.0, 0.0], k=50)))
+    """
+)
+
+
+def _read_in_another_process(path: Path, word: str) -> tuple[int, int]:
+    done = subprocess.run(
+        [sys.executable, "-c", READER, str(path), word], capture_output=True, text=True, timeout=60, check=True
+    )
+    first, second = done.stdout.split()
+    return int(first), int(second)
+
+
+def test_other_processes_read_while_a_writer_is_open(path):
+    store = SqliteStore(path)
+    build(store, sample("oldword", count=6))
+    with store.writer(META, rebuild=False) as writer:
+        writer.write(sample("oldword")[6:10])
+        assert _read_in_another_process(path, "oldword") == (6, 6)
+    assert _read_in_another_process(path, "oldword") == (10, 10)
+    with store.writer(META, rebuild=True) as writer:
+        writer.write(sample("newword", count=3))
+        assert _read_in_another_process(path, "oldword") == (10, 10)
+    assert _read_in_another_process(path, "newword") == (3, 3)
+
+
+def test_a_rebuild_is_not_shadowed_by_the_old_write_ahead_log(path):
+    """A reader keeping the old file open also keeps its WAL; a swap by rename would let new
+    connections read the old frames. The backup swap must give every reader the new index only."""
+    old_reader, writer_store = SqliteStore(path), SqliteStore(path)
+    build(writer_store, sample("oldword", count=10))
+    assert len(old_reader.bm25("oldword", k=50)) == 10  # holds a connection open from now on
+    with writer_store.writer(META, rebuild=False) as writer:
+        writer.write(sample("oldword")[10:20])  # frames that stay in the WAL
+    assert Path(f"{path}-wal").stat().st_size > 0
+    build(writer_store, sample("newword", count=4))
+    for store in (SqliteStore(path), old_reader, writer_store):
+        assert store.bm25("oldword", k=50) == []
+        assert len(store.bm25("newword", k=50)) == 4
+        assert len(list(store.iter_chunks())) == 4
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
+def test_knn_sees_writes_made_through_another_store(path):
+    reader, writer_store = SqliteStore(path), SqliteStore(path)
+    build(writer_store, sample(count=5))
+    target = [0.0, 0.0, 0.0, 1.0]
+    assert reader.knn(target, k=1)  # loads the vector matrix
+    newcomer = sample("newcomer")[6]
+    newcomer.embedding = target
+    with writer_store.writer(META, rebuild=False) as writer:
+        writer.write([newcomer])
+    hits = reader.knn(target, k=1)
+    assert [hit.chunk.chunk_id for hit in hits] == [newcomer.chunk_id]
+    assert hits[0].score == pytest.approx(1.0)
+
+
+def test_knn_with_a_vector_of_another_dimension_is_an_error(path):
+    store = SqliteStore(path)
+    build(store, sample())
+    with pytest.raises(StoreError, match="dimensions"):
+        store.knn([1.0, 0.0], k=3)
+
+
+def test_drop_removes_the_file_and_its_companions(path):
+    store = SqliteStore(path)
+    build(store, sample())
+    store.bm25("color", k=1)
+    store.drop()
+    assert list(path.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "spans", "expected"),
+    [
+        ("no match here", [], ["no match here"]),
+        ("a b c", [(2, 3)], ["a <em>b</em> c"]),
+        ("word " * 100, [(0, 4), (5, 9)], ["<em>word</em> <em>word</em>" + " word" * 30]),
+        ("  \n ", [], []),
+    ],
+)
+def test_fragments(content, spans, expected):
+    assert fragments(content, spans) == expected
+
+
+def test_fragments_pick_the_densest_windows_in_text_order_without_overlap():
+    content = " ".join(f"w{i}" for i in range(300))
+    words = ["w10", "w150", "w152", "w280", "w282", "w284"]
+    spans = [(content.index(f"{word} "), content.index(f"{word} ") + len(word)) for word in words]
+    shown = fragments(content, spans, size=60)
+    assert len(shown) == 2
+    assert "<em>w150</em>" in shown[0] and "<em>w280</em>" in shown[1]
+    assert "<em>w10</em>" not in " ".join(shown)
+    assert all(len(fragment.replace("<em>", "").replace("</em>", "")) <= 60 for fragment in shown)
