@@ -187,7 +187,5 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     if settings.backend not in {"auto", "sqlite", "opensearch"}:
         raise ConfigError(f"backend must be auto, sqlite or opensearch, not {settings.backend!r}")
     if settings.backend_name == "opensearch" and not settings.opensearch_url:
-        raise ConfigError(
-            "backend 'opensearch' needs an OpenSearch URL (--opensearch-url or DOCSCTL_OPENSEARCH_URL)"
-        )
+        raise ConfigError("backend 'opensearch' needs an OpenSearch URL (--opensearch-url or DOCSCTL_OPENSEARCH_URL)")
     return settings

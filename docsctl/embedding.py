@@ -118,9 +118,7 @@ class EmbeddingCache:
         for start in range(0, len(items), 500):
             batch = items[start : start + 500]
             marks = ",".join("?" * len(batch))
-            for key, blob in self._db.execute(
-                f"SELECT key, vector FROM vectors WHERE key IN ({marks})", batch
-            ):
+            for key, blob in self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", batch):
                 found[keys[key]] = np.frombuffer(blob, dtype=np.float32)
         return found
 
@@ -136,9 +134,7 @@ class EmbeddingCache:
         self._db.close()
 
 
-def embed_with_cache(
-    embedder: Embedder, cache: EmbeddingCache | None, texts: Sequence[str]
-) -> tuple[np.ndarray, int]:
+def embed_with_cache(embedder: Embedder, cache: EmbeddingCache | None, texts: Sequence[str]) -> tuple[np.ndarray, int]:
     """Vectors for `texts` and how many had to be computed (the rest came from the cache)."""
     found = cache.get_many(texts) if cache else {}
     missing = [text for text in dict.fromkeys(texts) if text not in found]

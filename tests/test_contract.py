@@ -25,13 +25,6 @@ LOAD = "how_to/callbacks/load.md"
 
 
 @pytest.fixture(scope="session")
-def embedder():
-    from docsctl.embedding import Embedder
-
-    return Embedder()
-
-
-@pytest.fixture(scope="session")
 def sample_chunks(embedder) -> list[Chunk]:
     """Every sample chunk, embedded once per session with the real model."""
     chunks = [chunk for doc in DOCS for chunk in doc.chunks()]

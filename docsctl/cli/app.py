@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import typer
 
-from docsctl.cli import opensearch
+from docsctl.cli import eval as eval_cli
+from docsctl.cli import opensearch, query, reindex, serve, status
 
 app = typer.Typer(
     name="docsctl",
-    help="Index documentation and search it with hybrid BM25 + vector search, from the shell or an AI assistant.",
+    help="Index documentation and search it (hybrid BM25 + vectors) from a shell or an AI assistant.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command()(reindex.reindex)
+app.command()(query.query)
+app.command()(serve.serve)
+app.command()(status.status)
+app.command()(status.sources)
+app.command()(status.export)
+app.command("import")(status.import_)
+app.command("eval")(eval_cli.eval_command)
 app.add_typer(opensearch.app, name="opensearch")
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from docsctl.config import Settings, load_settings
 from docsctl.errors import DocsctlError
@@ -19,7 +20,7 @@ err_console = Console(stderr=True)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -39,15 +40,14 @@ def print_json(data: Any) -> None:
 
 
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="docsctl.toml to read (default: ./docsctl.toml, or $DOCSCTL_CONFIG).")
+    Path | None,
+    typer.Option("--config", help="docsctl.toml to read (default: ./docsctl.toml, or $DOCSCTL_CONFIG)."),
 ]
 UrlOption = Annotated[
     str | None,
     typer.Option("--opensearch-url", help="OpenSearch URL; setting one selects the OpenSearch backend."),
 ]
-BackendOption = Annotated[
-    str | None, typer.Option("--backend", help="auto (default), sqlite or opensearch.")
-]
+BackendOption = Annotated[str | None, typer.Option("--backend", help="auto (default), sqlite or opensearch.")]
 DataDirOption = Annotated[
     Path | None, typer.Option("--data-dir", help="Where the embedded index, caches and node data live.")
 ]

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from docsctl.embedding import Embedder
 from docsctl.errors import ConfigError
 from docsctl.models import Filters, Hit
-from docsctl.server.fusion import reciprocal_rank_fusion
+from docsctl.server.fusion import RRF_K, Fused, min_max_fusion, reciprocal_rank_fusion
 from docsctl.store.base import Store
 
 MODES = ("hybrid", "bm25", "knn")
 MAX_LIMIT = 50
 MIN_CANDIDATES = 50
-# Weights per retriever in reciprocal rank fusion (see bench/README.md for how they were chosen).
+# Weights per retriever in reciprocal rank fusion (see bench/README.md for how they were chosen):
+# for questions in plain words, and for keyword queries (names, identifiers: see is_keyword_query).
 FUSION_WEIGHTS = {"bm25": 1.0, "knn": 1.0}
+KEYWORD_FUSION_WEIGHTS = {"bm25": 1.0, "knn": 1.0}
+KEYWORD_MAX_WORDS = 3
 
 
 @dataclass
@@ -59,27 +63,96 @@ def collapse_by_document(hits: Iterable[Hit]) -> list[Hit]:
     return best
 
 
-def fuse(bm25_hits: list[Hit], knn_hits: list[Hit], weights: dict[str, float] | None = None) -> list[Hit]:
-    """Reciprocal rank fusion of two chunk lists; bm25 highlights are kept."""
+def _fused(lists: dict[str, list[Hit]], key_of, weights: Mapping[str, float], method: str, k: int) -> list[Fused]:
+    if method == "rrf":
+        return reciprocal_rank_fusion({name: [key_of(hit) for hit in hits] for name, hits in lists.items()}, weights, k)
+    return min_max_fusion({name: [(key_of(hit), hit.score) for hit in hits] for name, hits in lists.items()}, weights)
+
+
+def fuse(
+    bm25_hits: list[Hit],
+    knn_hits: list[Hit],
+    weights: Mapping[str, float] | None = None,
+    *,
+    method: str = "rrf",
+    k: int = RRF_K,
+) -> list[Hit]:
+    """Fusion of two chunk lists (reciprocal rank fusion by default); bm25 highlights are kept."""
     by_id = {hit.chunk.chunk_id: hit for hit in knn_hits}
     by_id.update({hit.chunk.chunk_id: hit for hit in bm25_hits})
-    fused = reciprocal_rank_fusion(
-        {
-            "bm25": [hit.chunk.chunk_id for hit in bm25_hits],
-            "knn": [hit.chunk.chunk_id for hit in knn_hits],
-        },
-        weights or FUSION_WEIGHTS,
-    )
+    lists = {"bm25": bm25_hits, "knn": knn_hits}
+    fused = _fused(lists, lambda hit: hit.chunk.chunk_id, weights or FUSION_WEIGHTS, method, k)
     return [replace(by_id[item.key], score=item.score, ranks=item.ranks) for item in fused]
+
+
+def fuse_documents(
+    bm25_hits: list[Hit],
+    knn_hits: list[Hit],
+    weights: Mapping[str, float] | None = None,
+    *,
+    method: str = "rrf",
+    k: int = RRF_K,
+) -> list[Hit]:
+    """Fusion at document level: one hit per document, best first.
+
+    Each retriever's chunks become a ranking of documents (each at its best chunk's rank and score);
+    the two document rankings are fused, so a document is not pushed down because its best bm25
+    chunk and its best knn chunk differ. Each document is shown by its chunk that chunk-level fusion
+    ranks highest. `ranks` are document ranks per retriever.
+    """
+    weights = weights or FUSION_WEIGHTS
+    shown = {
+        hit.chunk.doc_id: hit for hit in collapse_by_document(fuse(bm25_hits, knn_hits, weights, method=method, k=k))
+    }
+    lists = {"bm25": collapse_by_document(bm25_hits), "knn": collapse_by_document(knn_hits)}
+    fused = _fused(lists, lambda hit: hit.chunk.doc_id, weights, method, k)
+    return [replace(shown[item.key], score=item.score, ranks=item.ranks) for item in fused]
+
+
+_CODE_LIKE = re.compile(r"[._:/()\[\]#<>=]|\w_\w")  # a.b, a_b, a(), a::b, a/b: names, not words
+_TRAILING_PUNCTUATION = ".,;:?!"
+
+
+def is_keyword_query(text: str, max_words: int = KEYWORD_MAX_WORDS) -> bool:
+    """Whether `text` reads as a lookup (a name, a command, an identifier) rather than a question.
+
+    True for a few words ("Terminal widget", "surface enclose") and for text holding a code-like
+    token ("pn.state.schedule_task", "add_filter RangeSlider"); sentence punctuation is ignored.
+    """
+    words = [word.rstrip(_TRAILING_PUNCTUATION) for word in text.split()]
+    words = [word for word in words if word]
+    return len(words) <= max_words or any(_CODE_LIKE.search(word) for word in words)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How hybrid search fuses its two retrievers; the defaults are the tuned ones (bench/README.md).
+
+    BM25 is the better judge of a lookup (a name or identifier must match exactly) and a noisy one of
+    a question in plain words (common words match everywhere), so its weight depends on the query:
+    `keyword_weights` for keyword queries (see is_keyword_query), `weights` for the rest.
+    """
+
+    method: str = "rrf"  # rrf | minmax (see docsctl.server.fusion)
+    level: str = "document"  # document: fuse document rankings | chunk: fuse chunks, then one per document
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(FUSION_WEIGHTS))
+    keyword_weights: Mapping[str, float] = field(default_factory=lambda: dict(KEYWORD_FUSION_WEIGHTS))
+    rrf_k: int = RRF_K
+
+    def weights_for(self, text: str) -> Mapping[str, float]:
+        return self.keyword_weights if is_keyword_query(text) else self.weights
 
 
 class Searcher:
     """Runs searches on one store with one embedder, both loaded once."""
 
-    def __init__(self, store: Store, embedder: Embedder, candidates: int = MIN_CANDIDATES) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder, candidates: int = MIN_CANDIDATES, ranking: Ranking | None = None
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.candidates = candidates
+        self.ranking = ranking or Ranking()
 
     def search(
         self,
@@ -98,7 +171,7 @@ class Searcher:
         depth = max(self.candidates, (offset + limit) * (4 if per_document else 1))
         bm25_hits = self._ranked("bm25", text, depth, filters) if mode in ("bm25", "hybrid") else []
         knn_hits = self._ranked("knn", text, depth, filters) if mode in ("knn", "hybrid") else []
-        hits = fuse(bm25_hits, knn_hits) if mode == "hybrid" else bm25_hits or knn_hits
+        hits = self._fuse(text, bm25_hits, knn_hits, per_document) if mode == "hybrid" else bm25_hits or knn_hits
         if per_document:
             hits = collapse_by_document(hits)
         page = hits[offset : offset + limit]
@@ -106,6 +179,11 @@ class Searcher:
         if not hits and filters.categories:
             self._check_categories(filters)
         return SearchResult(text, mode, page, len(hits), (time.perf_counter() - started) * 1000, filters)
+
+    def _fuse(self, text: str, bm25_hits: list[Hit], knn_hits: list[Hit], per_document: bool) -> list[Hit]:
+        r = self.ranking
+        combine = fuse_documents if per_document and r.level == "document" else fuse
+        return combine(bm25_hits, knn_hits, r.weights_for(text), method=r.method, k=r.rrf_k)
 
     def _ranked(self, retriever: str, text: str, depth: int, filters: Filters) -> list[Hit]:
         if retriever == "bm25":

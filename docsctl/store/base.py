@@ -105,6 +105,11 @@ class Store(Protocol):
         """Every chunk of the live index (for export and copying between backends)."""
         ...
 
+    def describe(self) -> dict[str, Any]:
+        """Where the index lives: backend, location (file or URL), physical index, size on disk in bytes.
+        Raises StoreError when the backend cannot be reached; never IndexMissingError (index is None)."""
+        ...
+
     def drop(self) -> None:
         """Delete the index and everything the store created."""
         ...

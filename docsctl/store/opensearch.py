@@ -222,6 +222,15 @@ class OpenSearchStore:
         if live:
             self._delete_index(live)
 
+    def describe(self) -> dict[str, Any]:
+        live = self._live_index()
+        size = 0
+        if live:
+            with self._errors():
+                stats = self.client.indices.stats(index=live, metric="store")
+            size = int(stats["indices"][live]["total"]["store"]["size_in_bytes"])
+        return {"backend": self.backend, "location": self.url, "alias": self.alias, "index": live, "size_bytes": size}
+
     def drop(self) -> None:
         for index in self._physical_indices():
             self._delete_index(index)

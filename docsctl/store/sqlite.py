@@ -502,6 +502,10 @@ class SqliteStore:
         _unlink(_sidecars(self.path))
         os.replace(building, self.path)
 
+    def describe(self) -> dict[str, Any]:
+        size = sum(p.stat().st_size for p in [self.path, *_sidecars(self.path)] if p.exists())
+        return {"backend": self.backend, "location": str(self.path), "index": self.path.name, "size_bytes": size}
+
     def drop(self) -> None:
         with self._lock, self._errors():
             self._close()

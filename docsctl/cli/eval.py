@@ -1,0 +1,118 @@
+"""`docsctl eval`: measure search quality on judged queries (MRR, recall, nDCG at document level)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from docsctl.cli.common import (
+    BackendOption,
+    ConfigOption,
+    DataDirOption,
+    UrlOption,
+    err_console,
+    print_json,
+    settings_from,
+    user_errors,
+)
+
+console = Console(highlight=False)
+
+SHOWN = ("MRR@10", "Recall@1", "Recall@5", "Recall@10", "Success@5", "nDCG@10")
+
+
+def _metrics_table(title: str, rows: list[tuple[str, str, int, dict[str, float]]]) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False)
+    table.add_column("mode")
+    table.add_column("kind")
+    table.add_column("n", justify="right")
+    for name in SHOWN:
+        table.add_column(name, justify="right")
+    for mode, kind, count, means in rows:
+        table.add_row(mode, kind, str(count), *(f"{means[name]:.3f}" for name in SHOWN))
+    return table
+
+
+def eval_command(
+    queries: Annotated[Path, typer.Argument(help="Judged queries, JSON Lines: id, corpus, query, relevant, kind.")],
+    *,
+    corpora: Annotated[
+        Path, typer.Option("--corpora", help="Folder holding one sub-folder per corpus named in the queries.")
+    ],
+    mode: Annotated[str, typer.Option(help="bm25, knn, hybrid or all (default).")] = "all",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the whole report, rankings included, as JSON.")
+    ] = False,
+    config: ConfigOption = None,
+    opensearch_url: UrlOption = None,
+    backend: BackendOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Index each corpus (incrementally) as a source named after it, run every query in its corpus, and
+    report MRR@10, Recall@1/5/10, Success@5 and nDCG@10 per mode, overall and per query kind.
+
+    Example: docsctl eval ../shared/eval/dev.jsonl --corpora ../shared/corpora --mode all
+    """
+    with user_errors():
+        settings = settings_from(config, opensearch_url, backend, data_dir)
+        from docsctl.evaluation.run import corpora_of, load_queries, parse_modes
+
+        modes = parse_modes(mode)
+        judged = load_queries(queries)
+        corpora_of(judged, corpora)  # fail on bad input before loading the model or touching the index
+
+        from docsctl.embedding import Embedder, EmbeddingCache
+        from docsctl.evaluation.run import run_eval
+        from docsctl.store import open_store
+
+        store = open_store(settings)
+        embedder = Embedder(settings.model)
+        cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
+        progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=as_json or not err_console.is_terminal,
+        )
+        tasks: dict[str, int] = {}
+
+        def advance(what: str, done: int, total: int) -> None:
+            if what not in tasks:
+                tasks[what] = progress.add_task(what, total=total)
+            progress.update(tasks[what], completed=done, total=total)
+
+        try:
+            with progress:
+                report = run_eval(
+                    store, embedder, queries, corpora, modes=modes, lock_path=settings.lock_path,
+                    cache=cache, progress=advance,
+                )  # fmt: skip
+        finally:
+            cache.close()
+    if as_json:
+        print_json(report.to_dict())
+        return
+    rows = []
+    for name, mode_report in report.modes.items():
+        rows.append((name, "all", mode_report.overall.count, mode_report.overall.means))
+    for name, mode_report in report.modes.items():
+        for kind, summary in mode_report.by_kind.items():
+            rows.append((name, kind, summary.count, summary.means))
+    console.print(_metrics_table(f"{len(judged)} queries · {settings.backend_name} · document level", rows))
+    for name, mode_report in report.modes.items():
+        misses = mode_report.misses
+        console.print(f"\n[bold]{name}[/]: {len(misses)} queries with no relevant document in the top 5")
+        for result in misses:
+            where = f"rank {result.first_relevant}" if result.first_relevant else "not in top 10"
+            top = ", ".join(result.ranking[:3]) or "no results"
+            console.print(f"  {result.query.id} [dim]{where}[/]  {escape(result.query.query)}")
+            console.print(f"      [dim]top: {escape(top)}[/]")

@@ -1,0 +1,1 @@
+"""Search-quality evaluation: judged queries -> rankings -> metrics. Only the CLI imports it."""

@@ -1,0 +1,113 @@
+"""Moving an index between backends as JSON Lines, vectors included, so nothing is re-embedded.
+
+Line 1 is a header: {"docsctl_export": 1, "model": ..., "dimension": ..., "mapping_version": ...};
+then one {"source_state": name, "state": {...}} line per source, then one chunk object per line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from docsctl.errors import ConfigError, StoreError
+from docsctl.models import Chunk, IndexMeta
+from docsctl.store.base import Store
+
+FORMAT_VERSION = 1
+BATCH = 500
+
+
+def export_index(store: Store, out: IO[str]) -> int:
+    """Write the whole live index to `out`; returns the number of chunks written."""
+    meta = store.index_meta()
+    if meta is None:
+        store.list_sources()  # raises the backend's IndexMissingError with its advice
+        raise StoreError("nothing to export: the index is empty")
+    header = {"docsctl_export": FORMAT_VERSION, "model": meta.model, "dimension": meta.dimension}
+    out.write(json.dumps(header) + "\n")
+    for source, state in store.source_states().items():
+        out.write(json.dumps({"source_state": source, "state": state}) + "\n")
+    count = 0
+    for chunk in store.iter_chunks(with_embedding=True):
+        out.write(json.dumps(chunk.to_dict(with_embedding=True), ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def _read(path: Path) -> tuple[dict[str, Any], Iterator[tuple[int, dict[str, Any]]]]:
+    handle = path.open(encoding="utf-8")
+    try:
+        header = json.loads(handle.readline() or "null")
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("docsctl_export") != FORMAT_VERSION:
+        handle.close()
+        raise ConfigError(f"{path} is not a docsctl export (its first line is not a docsctl_export header)")
+
+    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        with handle:
+            for number, line in enumerate(handle, start=2):
+                if line.strip():
+                    try:
+                        yield number, json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ConfigError(f"{path}:{number}: not JSON ({exc.msg})") from None
+
+    return header, rows()
+
+
+def import_index(store: Store, path: Path) -> tuple[int, list[str]]:
+    """Replace the sources found in the export; other sources in `store` are kept when compatible.
+
+    Returns (chunks written, sources imported). Builds beside the live index and swaps on success.
+    The caller holds the reindex lock.
+    """
+    header, rows = _read(path)
+    states: dict[str, dict[str, Any]] = {}
+    meta = IndexMeta(store.schema_version, str(header["model"]), int(header["dimension"]))
+    live = store.index_meta()
+    with store.writer(meta, rebuild=True) as writer:
+        pending: list[Chunk] = []
+        written = 0
+        sources: set[str] = set()
+        for number, row in rows:
+            if "source_state" in row:
+                states[row["source_state"]] = row.get("state", {})
+                continue
+            try:
+                chunk = Chunk.from_dict(row)
+            except TypeError as exc:
+                raise ConfigError(f"{path}:{number}: not a chunk ({exc})") from None
+            if not chunk.embedding or len(chunk.embedding) != meta.dimension:
+                raise ConfigError(f"{path}:{number}: chunk {chunk.chunk_id} has no {meta.dimension}-d vector")
+            sources.add(chunk.source)
+            pending.append(chunk)
+            if len(pending) >= BATCH:
+                written += _write(writer, pending)
+                pending = []
+        written += _write(writer, pending)
+        if live is not None and (live.model, live.dimension) == (meta.model, meta.dimension):
+            writer.copy_sources(exclude=sources)
+        elif live is not None:
+            others = sorted({info.source for info in store.list_sources()} - sources)
+            if others:  # raising here abandons the new index: the live one stays as it was
+                raise ConfigError(
+                    f"the index holds {', '.join(others)} embedded with {live.model}; the export uses "
+                    f"{meta.model}, so importing would drop them: import into another index "
+                    "(DOCSCTL_INDEX_ALIAS or --data-dir)"
+                )
+        for source in sources:
+            writer.record_source(source, states.get(source, {}))
+    return written, sorted(sources)
+
+
+def _write(writer, chunks: list[Chunk]) -> int:  # noqa: ANN001 - a StoreWriter
+    if not chunks:
+        return 0
+    report = writer.write(chunks)
+    if report.failed:
+        chunk_id, reason = report.failed[0]
+        raise StoreError(f"{len(report.failed)} chunks could not be imported (first {chunk_id}: {reason})")
+    return report.written
