@@ -56,8 +56,12 @@ def embedder() -> Embedder:
 
 @pytest.fixture(scope="session")
 def embedding_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache per test session: each text is embedded once by the real model, then reused."""
-    return tmp_path_factory.mktemp("cache")
+    """One cache per test session: each text is embedded once by the real model, then reused.
+
+    DOCSCTL_TEST_CACHE_DIR reuses a cache across sessions (for quick local iterations only).
+    """
+    reuse = os.environ.get("DOCSCTL_TEST_CACHE_DIR")
+    return Path(reuse) if reuse else tmp_path_factory.mktemp("cache")
 
 
 def backend_settings(request: pytest.FixtureRequest, backend: str, data_dir: Path, cache_dir: Path) -> Settings:

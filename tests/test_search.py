@@ -22,8 +22,8 @@ def paths(result) -> list[str]:
 
 def test_the_corpus_was_indexed(chimerax_index):
     summary = chimerax_index.summary
-    html_and_rst = [p for p in chimerax_index.root.rglob("*") if p.suffix in {".html", ".rst"}]
-    assert summary.files_seen == len(html_and_rst)
+    indexable = [p for p in chimerax_index.root.rglob("*") if p.suffix in {".html", ".rst", ".md"}]
+    assert summary.files_seen == len(indexable)
     assert summary.added + len(summary.skipped) == summary.files_seen
     assert summary.added > 300
     assert summary.chunks_written > 2000

@@ -31,6 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from docsctl import __version__
 from docsctl.config import Settings
 from docsctl.embedding import Embedder
 from docsctl.errors import (
@@ -155,7 +156,7 @@ def _clean_path(path: str) -> str:
 
 def create_server(searcher: Searcher) -> MCPServer:
     """The MCP server with the five documentation tools over `searcher` (and its store)."""
-    app = MCPServer("docsctl", instructions=INSTRUCTIONS, log_level="WARNING")
+    app = MCPServer("docsctl", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     store = searcher.store
 
     @app.tool(annotations=READ_ONLY)
