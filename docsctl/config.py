@@ -33,14 +33,15 @@ class SourceConfig:
     """A documentation source declared in docsctl.toml."""
 
     name: str
-    path: str
+    path: str  # a folder, or for git a repository URL or local repository path
     kind: str = "dir"  # dir | git
-    ref: str | None = None
+    refs: tuple[str, ...] = ()  # git: branches, tags or commits; several refs index several versions
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     category_rules: tuple[tuple[str, str], ...] = ()
     base_url: str | None = None
-    version: str = ""
+    version: str = ""  # the version label; git sources with several refs are labelled by ref
+    version_from_ref: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,22 +124,35 @@ def _parse_sources(raw: Any, origin: Path) -> tuple[SourceConfig, ...]:
         if not isinstance(entry, dict) or "name" not in entry or "path" not in entry:
             raise ConfigError(f"{origin}: every [[source]] needs a name and a path")
         rules = tuple((str(glob), str(cat)) for glob, cat in dict(entry.get("categories", {})).items())
+        kind = str(entry.get("kind", "dir"))
+        if kind not in {"dir", "git"}:
+            raise ConfigError(f"{origin}: source {entry['name']!r} has kind {kind!r}; use 'dir' or 'git'")
         path = str(entry["path"])
-        if entry.get("kind", "dir") == "dir" and not Path(path).expanduser().is_absolute():
+        is_url = "://" in path or "@" in path.split("/")[0]
+        if not is_url and not Path(path).expanduser().is_absolute():
             path = str((origin.parent / path).resolve())
+        raw_refs = entry.get("ref", entry.get("refs", ()))
+        refs = (raw_refs,) if isinstance(raw_refs, str) else tuple(str(ref) for ref in raw_refs)
+        if refs and kind != "git":
+            raise ConfigError(f"{origin}: source {entry['name']!r}: ref is for git sources only")
         sources.append(
             SourceConfig(
                 name=str(entry["name"]),
                 path=path,
-                kind=str(entry.get("kind", "dir")),
-                ref=entry.get("ref"),
+                kind=kind,
+                refs=refs,
                 include=tuple(entry.get("include", ())),
                 exclude=tuple(entry.get("exclude", ())),
                 category_rules=rules,
                 base_url=entry.get("base_url"),
                 version=str(entry.get("version", "")),
+                version_from_ref=bool(entry.get("version_from_ref", len(refs) > 1)),
             )
         )
+    names = [source.name for source in sources]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ConfigError(f"{origin}: source names must be unique: {', '.join(duplicates)}")
     return tuple(sources)
 
 

@@ -101,9 +101,11 @@ class Filters:
     categories: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     versions: tuple[str, ...] = ()
+    # (source, version): each source named here is searched in that version only; others in all.
+    pinned_versions: tuple[tuple[str, str], ...] = ()
 
     def is_empty(self) -> bool:
-        return not (self.categories or self.sources or self.versions)
+        return not (self.categories or self.sources or self.versions or self.pinned_versions)
 
 
 @dataclass

@@ -47,3 +47,21 @@ def test_every_queried_field_exists_in_the_mapping():
 def test_mapping_uses_lucene_hnsw_cosine():
     method = load_index_definition()["mappings"]["properties"]["embedding"]["method"]
     assert (method["engine"], method["name"], method["space_type"]) == ("lucene", "hnsw", "cosinesimil")
+
+
+def test_a_chunk_with_every_query_term_gets_a_boost():
+    should = q.text_query("add_filter RangeSlider")["bool"]["should"]
+    every = [c["multi_match"] for c in should if c.get("multi_match", {}).get("operator") == "and"]
+    assert every == [
+        {
+            "query": "add_filter RangeSlider",
+            "fields": q.ALL_TERMS_FIELDS,
+            "type": "cross_fields",
+            "operator": "and",
+            "boost": q.ALL_TERMS_BOOST,
+        }
+    ]
+    properties = load_index_definition()["mappings"]["properties"]
+    for field in q.ALL_TERMS_FIELDS:  # cross_fields needs one analyzer: all code subfields
+        top, _, sub = field.partition(".")
+        assert properties[top]["fields"][sub]["search_analyzer"] == "code_search", field

@@ -187,3 +187,47 @@ def test_cli_bad_input_is_one_clear_line(args, message, tmp_path):
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_searches_keep_answering_from_the_old_index_during_a_rebuild(settings, embedder, docs):
+    index_folder(settings, embedder, docs, "docs")
+    reader = open_store(settings)  # a separate store object, as another process would have
+    answers: list[str] = []
+
+    def query_now(source: str, done: int, total: int) -> None:
+        hits = reader.bm25("rainbow", 1)
+        answers.append(hits[0].chunk.path if hits else "")
+
+    summary = index_folder(settings, embedder, docs, "docs", full=True, progress=query_now)
+    assert summary.rebuilt
+    assert len(answers) == summary.files_seen and set(answers) == {"user/commands/color.html"}
+    assert reader.bm25("rainbow", 1)[0].chunk.path == "user/commands/color.html"  # and after the swap
+
+
+def test_two_reindex_processes_the_second_is_refused(settings, docs, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    env = {**_env(settings), "PATH": "/usr/bin:/bin"}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time, sys\nfrom docsctl.indexer.lock import reindex_lock\n"
+         f"with reindex_lock(__import__('pathlib').Path({str(settings.lock_path)!r}), 'sources docs'):\n"
+         "    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        result = subprocess.run(
+            [sys.executable, "-m", "docsctl.cli", "reindex", str(docs)], env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 1
+        assert f"another reindex is running (pid {holder.pid}" in result.stderr
+        assert "Traceback" not in result.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.1)
+    # The lock of a killed run is stale: the next run clears it and goes ahead.
+    result = CliRunner().invoke(app, ["reindex", str(docs), "--json"], env=_env(settings))
+    assert result.exit_code == 0, result.output

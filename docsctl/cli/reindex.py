@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -22,17 +23,13 @@ from docsctl.cli.common import (
 )
 from docsctl.config import Settings
 from docsctl.errors import ConfigError
-from docsctl.indexer.sources import SourceTarget, parse_category_rule
+from docsctl.indexer.git import Checkout, checkout
+from docsctl.indexer.sources import ResolvedSources, SourceTarget, parse_category_rule, resolve_sources
 
 
 def targets_for(
-    settings: Settings,
-    paths: list[Path],
-    names: list[str],
-    rules: list[str],
-    base_url: str | None,
-    version: str,
-) -> list[SourceTarget]:
+    settings: Settings, paths: list[Path], names: list[str], rules: list[str], base_url: str | None, version: str
+) -> ResolvedSources:
     """What to index: the folders given (named by --source or their folder name), else configured sources."""
     category_rules = tuple(parse_category_rule(rule) for rule in rules)
     if paths:
@@ -43,16 +40,14 @@ def targets_for(
             root = path.expanduser().resolve()
             if not root.is_dir():
                 raise ConfigError(f"not a folder: {path}")
+            name = names[index] if names else root.name
             targets.append(
                 SourceTarget(
-                    name=names[index] if names else root.name,
-                    root=root,
-                    category_rules=category_rules,
-                    base_url=base_url,
-                    version=version,
+                    name=name, root=root, category_rules=category_rules, base_url=base_url, version=version,
+                    origin=str(root),
                 )
-            )
-        return targets
+            )  # fmt: skip
+        return ResolvedSources(targets, [], [])
     configured = {source.name: source for source in settings.sources}
     if not configured:
         raise ConfigError("nothing to index: give a folder (docsctl reindex PATH) or declare sources in docsctl.toml")
@@ -60,18 +55,11 @@ def targets_for(
     if unknown:
         raise ConfigError(f"unknown source {', '.join(unknown)}; configured sources: {', '.join(configured)}")
     chosen = [configured[name] for name in names] if names else list(configured.values())
-    return [
-        SourceTarget(
-            name=source.name,
-            root=Path(source.path).expanduser(),
-            category_rules=category_rules + source.category_rules,
-            include=source.include,
-            exclude=source.exclude,
-            base_url=base_url or source.base_url,
-            version=version or source.version,
-        )
-        for source in chosen
-    ]
+
+    def git_checkout(name: str, url: str, ref: str | None) -> Checkout:
+        return checkout(name, url, ref, settings.cache_dir)
+
+    return resolve_sources(chosen, git_checkout, extra_rules=category_rules, base_url=base_url, version=version)
 
 
 def reindex(
@@ -102,7 +90,14 @@ def reindex(
     """
     with user_errors():
         settings = settings_from(config, opensearch_url, backend, data_dir)
-        targets = targets_for(settings, paths or [], source or [], category_rule or [], base_url, version)
+        resolved = targets_for(settings, paths or [], source or [], category_rule or [], base_url, version)
+        for name, reason in resolved.failures:
+            err_console.print(f"[bold red]source {escape(name)} failed:[/] {escape(reason)}", highlight=False)
+        for note in resolved.notes:
+            err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+        if not resolved.targets:
+            fail("no source could be read")
+        targets = resolved.targets
         from docsctl.embedding import Embedder, EmbeddingCache
         from docsctl.indexer.pipeline import reindex as run_reindex
         from docsctl.store import open_store
@@ -137,12 +132,15 @@ def reindex(
                 progress=on_progress,
             )
         cache.close()
+    failed_sources = [{"source": name, "reason": reason} for name, reason in resolved.failures]
     if as_json:
-        print_json({"backend": store.backend, **summary.to_dict()})
+        print_json({"backend": store.backend, **summary.to_dict(), "failed_sources": failed_sources})
     else:
         _print_summary(store.backend, summary)
     if summary.write_failures:
         fail(f"{len(summary.write_failures)} chunks could not be stored (first: {summary.write_failures[0][1]})")
+    if failed_sources:
+        fail(f"{len(failed_sources)} source(s) could not be read: {', '.join(f['source'] for f in failed_sources)}")
 
 
 def _print_summary(backend: str, summary) -> None:  # noqa: ANN001 - ReindexSummary, imported lazily

@@ -287,6 +287,19 @@ def _embed_and_write(run: _Run, chunks: list[Chunk]) -> int:
     return report.written
 
 
+def source_state(previous: dict[str, Any], target: SourceTarget, *, files: int, skipped: int) -> dict[str, Any]:
+    """What the index remembers about a source: where and when each of its versions was indexed from."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    indexed = {"last_indexed": now, "commit": target.commit, "ref": target.ref, "files": files, "skipped": skipped}
+    return {
+        **previous,
+        "origin": target.origin or str(target.root),
+        "last_indexed": now,
+        "commit": target.commit,
+        "versions": {**previous.get("versions", {}), target.version: indexed},
+    }
+
+
 def reindex(
     store: Store,
     embedder: Embedder,
@@ -317,18 +330,17 @@ def reindex(
                     summary.chunks_carried = writer.copy_sources(exclude=names)
                 else:
                     summary.chunks_carried = _carry_over(store, run, set(names))
+            states = store.source_states() if live is not None and not reason else {}
             for target in targets:
+                seen_before, skipped_before = summary.files_seen, len(summary.skipped)
                 _index_source(run, store, target, bool(reason), progress)
-                writer.record_source(
-                    target.name,
-                    {
-                        "origin": target.origin or str(target.root),
-                        "root": str(target.root),
-                        "version": target.version,
-                        "last_indexed": datetime.now(UTC).isoformat(timespec="seconds"),
-                        "files": summary.files_seen,
-                        "skipped": len(summary.skipped),
-                    },
+                state = source_state(
+                    states.get(target.name, {}),
+                    target,
+                    files=summary.files_seen - seen_before,
+                    skipped=len(summary.skipped) - skipped_before,
                 )
+                states[target.name] = state
+                writer.record_source(target.name, state)
     summary.seconds = time.perf_counter() - started
     return summary

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from docsctl.config import SourceConfig
 from docsctl.errors import ConfigError
 from docsctl.indexer.extract import SUPPORTED_SUFFIXES
+from docsctl.indexer.git import Checkout
 from docsctl.models import SourceDoc
 
 # First match wins. These fit the ChimeraX layout and the usual names of documentation folders.
@@ -46,7 +48,9 @@ class SourceTarget:
     exclude: tuple[str, ...] = ()
     base_url: str | None = None
     version: str = ""
-    origin: str = ""
+    origin: str = ""  # the folder or repository the files came from
+    commit: str = ""
+    ref: str = ""
     suffixes: frozenset[str] = INDEXED_SUFFIXES
 
 
@@ -114,3 +118,53 @@ def _unindexable_reason(path: Path) -> str | None:
     if not os.access(path, os.R_OK):
         return "unreadable: permission denied"
     return None
+
+
+@dataclass
+class ResolvedSources:
+    targets: list[SourceTarget]
+    failures: list[tuple[str, str]]  # (source, reason): reported, and the other sources still run
+    notes: list[str]
+
+
+def resolve_sources(
+    sources: Sequence[SourceConfig],
+    checkout: Callable[[str, str, str | None], Checkout],
+    *,
+    extra_rules: tuple[tuple[str, str], ...] = (),
+    base_url: str | None = None,
+    version: str = "",
+) -> ResolvedSources:
+    """Configured sources -> targets; git sources are checked out (one target per ref) with `checkout`."""
+    resolved = ResolvedSources([], [], [])
+    for source in sources:
+        common = {
+            "name": source.name,
+            "category_rules": extra_rules + source.category_rules,
+            "include": source.include,
+            "exclude": source.exclude,
+            "base_url": base_url or source.base_url,
+        }
+        if source.kind == "dir":
+            root = Path(source.path).expanduser()
+            if not root.is_dir():
+                resolved.failures.append((source.name, f"not a folder: {root}"))
+                continue
+            label = version or source.version
+            resolved.targets.append(SourceTarget(root=root, version=label, origin=str(root), **common))
+            continue
+        for ref in source.refs or (None,):
+            try:
+                done = checkout(source.name, source.path, ref)
+            except ConfigError as exc:
+                resolved.failures.append((f"{source.name}@{ref or 'HEAD'}", str(exc)))
+                continue
+            label = version or source.version or (done.ref if source.version_from_ref else "")
+            resolved.targets.append(
+                SourceTarget(
+                    root=done.root, version=label, origin=source.path, commit=done.commit, ref=done.ref, **common
+                )
+            )
+            if done.note:
+                resolved.notes.append(f"{source.name}: {done.note}")
+    return resolved

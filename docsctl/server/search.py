@@ -17,6 +17,7 @@ from docsctl.store.base import Store
 MODES = ("hybrid", "bm25", "knn")
 MAX_LIMIT = 50
 MIN_CANDIDATES = 50
+VERSIONS_TTL_SECONDS = 30.0
 # Weights per retriever in reciprocal rank fusion (see bench/README.md for how they were chosen):
 # for questions in plain words, and for keyword queries (names, identifiers: see is_keyword_query).
 FUSION_WEIGHTS = {"bm25": 1.0, "knn": 1.0}
@@ -41,6 +42,11 @@ class SearchResult:
             "took_ms": round(self.took_ms, 1),
             "hits": [hit.to_dict() for hit in self.hits],
         }
+
+
+def version_key(label: str) -> tuple:
+    """Natural order of version labels: 1.10 after 1.9, any label after none."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|[^\d.]+", label))
 
 
 def validate(mode: str, limit: int, offset: int) -> None:
@@ -151,6 +157,7 @@ class Searcher:
     ) -> None:
         self.store = store
         self.embedder = embedder
+        self._versions_cache: tuple[float, dict[str, list[str]]] | None = None
         self.candidates = candidates
         self.ranking = ranking or Ranking()
 
@@ -165,8 +172,8 @@ class Searcher:
         per_document: bool = True,
     ) -> SearchResult:
         validate(mode, limit, offset)
-        filters = filters or Filters()
         started = time.perf_counter()
+        filters = self._with_default_versions(filters or Filters())
         # Documents have several chunks: ask for enough that collapsing still fills the page.
         depth = max(self.candidates, (offset + limit) * (4 if per_document else 1))
         bm25_hits = self._ranked("bm25", text, depth, filters) if mode in ("bm25", "hybrid") else []
@@ -200,6 +207,21 @@ class Searcher:
         for hit in hits:
             if not hit.highlights:
                 hit.highlights = fragments.get(hit.chunk.chunk_id, [])
+
+    def _with_default_versions(self, filters: Filters) -> Filters:
+        """Without a version filter, a source indexed in several versions is searched in its newest only,
+        so that results are not repeated across versions."""
+        if filters.versions or filters.pinned_versions:
+            return filters
+        now = time.monotonic()
+        if self._versions_cache is None or now - self._versions_cache[0] > VERSIONS_TTL_SECONDS:
+            self._versions_cache = (now, {info.source: list(info.versions) for info in self.store.list_sources()})
+        pins = tuple(
+            (source, max(versions, key=version_key))
+            for source, versions in sorted(self._versions_cache[1].items())
+            if len(versions) > 1
+        )
+        return replace(filters, pinned_versions=pins) if pins else filters
 
     def _check_categories(self, filters: Filters) -> None:
         known = sorted({category for info in self.store.list_sources() for category in info.categories})

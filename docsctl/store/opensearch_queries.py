@@ -15,6 +15,10 @@ MAX_QUERY_CHARS = 512
 PROSE_FIELDS = ["title^3", "section^2", "breadcrumb^1.5", "content"]
 CODE_FIELDS = ["title.code^3", "section.code^2", "breadcrumb.code^1.5", "content.code", "path.text^0.5"]
 NAME_BOOST = 4.0
+# A chunk holding every term of the query (in any of its text fields) gets this much more: for
+# "add_filter RangeSlider" the section using both beats a page titled with just one of them.
+ALL_TERMS_FIELDS = ["title.code", "section.code", "breadcrumb.code", "content.code"]
+ALL_TERMS_BOOST = 2.0
 HIGHLIGHT_CHARS = 160
 
 HIGHLIGHT = {
@@ -48,11 +52,20 @@ def filter_clauses(filters: Filters | None) -> list[dict[str, Any]]:
     ):
         if values:
             clauses.append({"terms": {field: list(values)}})
+    if filters.pinned_versions:
+        pinned = [source for source, _ in filters.pinned_versions]
+        should: list[dict[str, Any]] = [{"bool": {"must_not": [{"terms": {"source": pinned}}]}}]
+        should += [
+            {"bool": {"filter": [{"term": {"source": source}}, {"term": {"version": version}}]}}
+            for source, version in filters.pinned_versions
+        ]
+        clauses.append({"bool": {"should": should, "minimum_should_match": 1}})
     return clauses
 
 
 def text_query(text: str) -> dict[str, Any]:
-    """Prose (stemmed) and code-aware matching, plus a boost for an exact documented name."""
+    """Prose (stemmed) and code-aware matching, plus boosts for an exact documented name and for a
+    chunk that holds every term of the query."""
     text = clean_query_text(text)
     return {
         "bool": {
@@ -74,6 +87,15 @@ def text_query(text: str) -> dict[str, Any]:
                     }
                 },
                 {"term": {"name": {"value": text.lower(), "boost": NAME_BOOST}}},
+                {
+                    "multi_match": {
+                        "query": text,
+                        "fields": ALL_TERMS_FIELDS,
+                        "type": "cross_fields",
+                        "operator": "and",
+                        "boost": ALL_TERMS_BOOST,
+                    }
+                },
             ],
             "minimum_should_match": 1,
         }

@@ -182,6 +182,12 @@ def _filter_sql(filters: Filters | None, alias: str = "c") -> tuple[str, list[st
         if values:
             clauses.append(f"{alias}.{column} IN ({_marks(len(values))})")
             params.extend(values)
+    if filters.pinned_versions:
+        pinned = [source for source, _ in filters.pinned_versions]
+        pairs = " OR ".join(f"({alias}.source = ? AND {alias}.version = ?)" for _ in filters.pinned_versions)
+        clauses.append(f"({alias}.source NOT IN ({_marks(len(pinned))}) OR {pairs})")
+        params.extend(pinned)
+        params.extend(value for pair in filters.pinned_versions for value in pair)
     return "".join(f" AND {clause}" for clause in clauses), params
 
 
@@ -280,6 +286,16 @@ class _VectorCache:
             if wanted:
                 known = [self.values[field][value] for value in wanted if value in self.values[field]]
                 mask &= np.isin(self.codes[field], known)
+        if filters.pinned_versions:
+            source_codes, version_codes = self.codes["source"], self.codes["version"]
+            pinned = [self.values["source"][s] for s, _ in filters.pinned_versions if s in self.values["source"]]
+            allowed = ~np.isin(source_codes, pinned)
+            for source, version in filters.pinned_versions:
+                if source in self.values["source"] and version in self.values["version"]:
+                    allowed |= (source_codes == self.values["source"][source]) & (
+                        version_codes == self.values["version"][version]
+                    )
+            mask &= allowed
         return mask
 
 

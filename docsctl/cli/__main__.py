@@ -1,0 +1,3 @@
+from docsctl.cli.app import main
+
+main()
