@@ -43,6 +43,7 @@ class Embedder:
     def __init__(self, model: str = DEFAULT_MODEL, query_cache_size: int = 256) -> None:
         self.model_name = model
         self._lock = threading.Lock()
+        self._cache_lock = threading.Lock()
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._query_cache_size = query_cache_size
 
@@ -87,14 +88,16 @@ class Embedder:
 
     def encode_query(self, text: str) -> list[float]:
         """One query vector; recent queries are answered from a small LRU cache."""
-        cached = self._query_cache.get(text)
-        if cached is not None:
-            self._query_cache.move_to_end(text)
-            return cached
+        with self._cache_lock:  # the MCP server calls this from several threads
+            cached = self._query_cache.get(text)
+            if cached is not None:
+                self._query_cache.move_to_end(text)
+                return cached
         vector = self.encode([text])[0].tolist()
-        self._query_cache[text] = vector
-        if len(self._query_cache) > self._query_cache_size:
-            self._query_cache.popitem(last=False)
+        with self._cache_lock:
+            self._query_cache[text] = vector
+            if len(self._query_cache) > self._query_cache_size:
+                self._query_cache.popitem(last=False)
         return vector
 
 

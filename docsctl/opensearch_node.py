@@ -48,6 +48,7 @@ from typing import Any
 
 from docsctl.config import Settings
 from docsctl.errors import NodeError
+from docsctl.process import pid_alive
 
 Progress = Callable[[str], None]
 
@@ -532,7 +533,7 @@ def _wait_ready(settings: Settings, pid: int | None, wait_seconds: float, say: P
     started = time.monotonic()
     health = None
     while True:
-        if pid is not None and not _alive(pid):
+        if pid is not None and not pid_alive(pid):
             (folder / PID_FILE).unlink(missing_ok=True)
             raise NodeError(f"OpenSearch exited while starting; the end of {folder / LOG_FILE}:\n{_log_tail(folder)}")
         if _identify(url, quiet=True) is not None:
@@ -621,7 +622,7 @@ def _live_pid(folder: Path) -> int | None:
         pid = int((folder / PID_FILE).read_text().strip())
     except (OSError, ValueError):
         return None
-    if not _alive(pid):
+    if not pid_alive(pid):
         return None
     try:  # guards against a reused PID: the node's command line names its own data folder
         arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -632,23 +633,9 @@ def _live_pid(folder: Path) -> int | None:
     return pid if os.fsencode(f"-Epath.data={folder / 'data'}") in arguments else None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie still answers kill(pid, 0)
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in {"Z", "X"}
-
-
 def _wait_for_exit(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    while _alive(pid):
+    while pid_alive(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.2)

@@ -11,16 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from docsctl.errors import LockedError
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+from docsctl.process import pid_alive
 
 
 @contextmanager
@@ -43,7 +34,7 @@ def reindex_lock(path: Path, what: str) -> Iterator[None]:
                 holder = {}
             pid = int(holder.get("pid", 0) or 0)
             same_host = holder.get("host", record["host"]) == record["host"]
-            if pid and same_host and _alive(pid):
+            if pid and same_host and pid_alive(pid):
                 raise LockedError(
                     f"another reindex is running (pid {pid}, started {holder.get('started')}, "
                     f"{holder.get('what')}); wait for it, or remove {path} if that process is gone"

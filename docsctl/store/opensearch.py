@@ -26,6 +26,8 @@ from docsctl.store import opensearch_queries as q
 from docsctl.store.base import WriteReport
 
 BULK_CHUNK = 200
+REQUEST_TIMEOUT_SECONDS = 30
+LONG_REQUEST_SECONDS = 900  # copying a whole index in a rebuild
 BULK_RETRIES = 3
 
 
@@ -92,8 +94,9 @@ class OpenSearchStore:
                 verify_certs=s.opensearch_verify,
                 ca_certs=s.opensearch_ca_file,
                 ssl_show_warn=False,
-                timeout=60,
-                max_retries=2,
+                # Bounded so that an unresponsive cluster turns into an error within a minute, not a hang.
+                timeout=REQUEST_TIMEOUT_SECONDS,
+                max_retries=1,
                 retry_on_timeout=True,
             )
         return self._client
@@ -419,7 +422,11 @@ class _Writer:
             query["bool"]["must_not"] = [{"term": {"content_hash": keep_hash}}]
         with self._store._errors():
             response = self._store.client.delete_by_query(
-                index=self.index, body={"query": query}, conflicts="proceed", refresh=True
+                index=self.index,
+                body={"query": query},
+                conflicts="proceed",
+                refresh=True,
+                request_timeout=LONG_REQUEST_SECONDS,
             )
         deleted = int(response.get("deleted", 0))
         self.stored -= deleted
@@ -436,7 +443,9 @@ class _Writer:
             "dest": {"index": self.index},
         }
         with self._store._errors():
-            response = self._store.client.reindex(body=body, wait_for_completion=True, refresh=False)
+            response = self._store.client.reindex(
+                body=body, wait_for_completion=True, refresh=False, request_timeout=LONG_REQUEST_SECONDS
+            )
         copied = int(response.get("created", 0))
         self.stored += copied
         states = self._store._meta_of(self.live_index).get("sources", {})

@@ -64,6 +64,7 @@ import numpy as np
 
 from docsctl.errors import IndexMissingError, LockedError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+from docsctl.process import pid_alive
 from docsctl.store.base import WriteReport
 from docsctl.text import CODE_TOKEN, code_query_terms, code_text, code_token_terms, prose_terms, trim_token
 
@@ -212,15 +213,8 @@ def _unlink(paths: Iterable[Path]) -> None:
 
 
 def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # our own leftover: this process has no writer open on it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    # Our own pid means a leftover of this process: it has no writer open on it.
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def _connect(path: Path, *, create: bool = False) -> sqlite3.Connection:
