@@ -20,11 +20,11 @@ from docsctl.models import Filters
 KINDS = {"howto", "identifier", "name", "concept"}
 TABULATOR = "panel/examples/reference/widgets/Tabulator.ipynb"
 
-# Floors for the dev set, below the measured values (bench/README.md, "Search quality") by a margin
-# for the approximate k-NN graph: the naive hybrid baseline (RRF over chunks) was MRR@10 0.830 and
-# Recall@5 0.815, so a run below these means tuning was lost, not noise.
-HYBRID_MRR_FLOOR = 0.88
-HYBRID_RECALL5_FLOOR = 0.90
+# Floors for the dev set on OpenSearch, below the measured values (bench/README.md, "Search quality":
+# hybrid MRR@10 0.890, Recall@5 0.915) by a margin for the approximate k-NN graph; the untuned hybrid
+# (RRF over chunks, equal weights) measured 0.818 / 0.827, so a run below these lost the tuning.
+HYBRID_MRR_FLOOR = 0.87
+HYBRID_RECALL5_FLOOR = 0.89
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,15 @@ def test_hybrid_beats_each_retriever_alone(dev_report: EvalReport):
     means = {mode: report.overall.means for mode, report in dev_report.modes.items()}
     assert means["hybrid"]["MRR@10"] >= max(means["bm25"]["MRR@10"], means["knn"]["MRR@10"])
     assert means["hybrid"]["Recall@5"] >= max(means["bm25"]["Recall@5"], means["knn"]["Recall@5"])
+
+
+def test_hybrid_is_not_worse_than_either_retriever_on_any_kind(dev_report: EvalReport):
+    modes = dev_report.modes
+    for kind, hybrid in modes["hybrid"].by_kind.items():
+        slack = 0.5 / hybrid.count  # less than one query of the kind ranking its answer a place lower
+        for metric in ("MRR@10", "Recall@5"):
+            best_alone = max(modes["bm25"].by_kind[kind].means[metric], modes["knn"].by_kind[kind].means[metric])
+            assert hybrid.means[metric] >= best_alone - slack, (kind, metric)
 
 
 def _holoviz(eval_index, text: str, limit: int):

@@ -3,7 +3,15 @@ import pytest
 from docsctl.errors import ConfigError
 from docsctl.models import Chunk, Hit
 from docsctl.server.fusion import min_max_fusion, reciprocal_rank_fusion
-from docsctl.server.search import collapse_by_document, fuse, validate
+from docsctl.server.search import (
+    Ranking,
+    collapse_by_document,
+    fuse,
+    fuse_documents,
+    is_keyword_query,
+    mentioned_names,
+    validate,
+)
 
 
 @pytest.mark.parametrize(
@@ -75,3 +83,82 @@ def test_collapse_keeps_the_best_chunk_of_each_document():
 def test_validate_rejects_out_of_range(mode, limit, offset):
     with pytest.raises(ConfigError):
         validate(mode, limit, offset)
+
+
+def test_fuse_documents_fuses_document_ranks_and_shows_the_best_fused_chunk():
+    # d1 is bm25's best document (c1) and knn's second (c4); d2 is knn's best (c3) and absent from bm25.
+    bm25 = [_hit("c1", "d1", ["<em>x</em>"]), _hit("c2", "d1"), _hit("c5", "d3")]
+    knn = [_hit("c3", "d2"), _hit("c4", "d1"), _hit("c2", "d1")]
+    fused = fuse_documents(bm25, knn, {"bm25": 1.0, "knn": 1.0}, k=60)
+    assert [hit.chunk.doc_id for hit in fused] == ["d1", "d2", "d3"]
+    d1 = fused[0]
+    assert d1.score == pytest.approx(1 / 61 + 1 / 62)  # document ranks: bm25 1, knn 2
+    assert d1.ranks == {"bm25": 1, "knn": 2}
+    assert d1.chunk.chunk_id == "c2"  # in both lists, so chunk-level fusion puts it first within d1
+    assert fused[1].ranks == {"knn": 1}
+
+
+def test_fuse_documents_returns_one_hit_per_document_in_score_order():
+    bm25 = [_hit(f"b{i}", f"d{i % 3}") for i in range(9)]
+    knn = [_hit(f"k{i}", f"d{(i + 1) % 4}") for i in range(8)]
+    fused = fuse_documents(bm25, knn, method="minmax")
+    doc_ids = [hit.chunk.doc_id for hit in fused]
+    assert len(doc_ids) == len(set(doc_ids)) == 4
+    assert [hit.score for hit in fused] == sorted((hit.score for hit in fused), reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("dssp", True),
+        ("Terminal widget", True),
+        ("movie encode framerate", True),
+        ("pn.state.schedule_task", True),
+        ("how do I use add_filter with a slider", True),  # a code-like token
+        ("what does hv.dim do and how are those expressions applied", True),
+        ("How do I format Tabulator cells?", False),
+        ("measure the angle formed by three atoms.", False),  # a full stop is not code
+        ("smooth out a noisy cryo-EM density map", False),
+    ],
+)
+def test_is_keyword_query(text, expected):
+    assert is_keyword_query(text) is expected
+
+
+def test_ranking_weighs_retrievers_by_kind_of_query():
+    ranking = Ranking(weights={"bm25": 0.1, "knn": 1.0}, keyword_weights={"bm25": 2.0, "knn": 1.0})
+    assert ranking.weights_for("param.Action")["bm25"] == 2.0
+    assert ranking.weights_for("keep widget values in the URL query string")["bm25"] == 0.1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("How do I format Tabulator cells?", {"how do i format tabulator cells", "tabulator"}),
+        ("add_filter RangeSlider", {"add_filter rangeslider", "add_filter", "rangeslider"}),
+        ("what does hv.dim do", {"what does hv.dim do", "hv.dim"}),
+        ("Scatter", {"scatter"}),
+        ("smooth out a noisy map", {"smooth out a noisy map"}),  # no word reads as a name
+        ("", set()),
+    ],
+)
+def test_mentioned_names(text, expected):
+    assert mentioned_names(text) == expected
+
+
+def _named_hit(chunk_id: str, doc_id: str, names: list[str]) -> Hit:
+    hit = _hit(chunk_id, doc_id)
+    hit.chunk.names = names
+    return hit
+
+
+def test_a_document_of_a_mentioned_name_moves_up_a_little():
+    knn = [_named_hit("c1", "notes", ["releases"]), _named_hit("c2", "ref", ["tabulator"])]
+    weights = {"bm25": 0.1, "knn": 1.0, "name": 0.05}
+    assert [h.chunk.doc_id for h in fuse_documents([], knn, weights)] == ["notes", "ref"]
+    fused = fuse_documents([], knn, weights, mentioned={"tabulator"})
+    assert [h.chunk.doc_id for h in fused] == ["ref", "notes"]
+    assert fused[0].ranks == {"knn": 2, "name": 1}
+    # ... but only among close ones: from fifth place it stays below the first.
+    far = [_named_hit(f"x{i}", f"d{i}", []) for i in range(4)] + [_named_hit("c2", "ref", ["tabulator"])]
+    assert fuse_documents([], far, weights, mentioned={"tabulator"})[0].chunk.doc_id == "d0"

@@ -24,18 +24,30 @@ from docsctl.cli.common import (
 
 console = Console(highlight=False)
 
-SHOWN = ("MRR@10", "Recall@1", "Recall@5", "Recall@10", "Success@5", "nDCG@10")
+# (metric, column header): short headers keep the table within 80 columns.
+SHOWN = (
+    ("MRR@10", "MRR@10"),
+    ("Recall@1", "R@1"),
+    ("Recall@5", "R@5"),
+    ("Recall@10", "R@10"),
+    ("Success@5", "S@5"),
+    ("nDCG@10", "nDCG@10"),
+)
+LEGEND = (
+    "R@k: Recall@k, the fraction of a query's relevant documents in its top k; "
+    "S@5: Success@5, 1 when any relevant document is in the top 5."
+)
 
 
 def _metrics_table(title: str, rows: list[tuple[str, str, int, dict[str, float]]]) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False)
+    table = Table(title=title, title_justify="left", caption=LEGEND, caption_justify="left", show_edge=False)
     table.add_column("mode")
-    table.add_column("kind")
+    table.add_column("kind", no_wrap=True)
     table.add_column("n", justify="right")
-    for name in SHOWN:
-        table.add_column(name, justify="right")
+    for _, header in SHOWN:
+        table.add_column(header, justify="right")
     for mode, kind, count, means in rows:
-        table.add_row(mode, kind, str(count), *(f"{means[name]:.3f}" for name in SHOWN))
+        table.add_row(mode, kind, str(count), *(f"{means[name]:.3f}" for name, _ in SHOWN))
     return table
 
 
@@ -112,7 +124,7 @@ def eval_command(
         misses = mode_report.misses
         console.print(f"\n[bold]{name}[/]: {len(misses)} queries with no relevant document in the top 5")
         for result in misses:
-            where = f"rank {result.first_relevant}" if result.first_relevant else "not in top 10"
-            top = ", ".join(result.ranking[:3]) or "no results"
-            console.print(f"  {result.query.id} [dim]{where}[/]  {escape(result.query.query)}")
-            console.print(f"      [dim]top: {escape(top)}[/]")
+            where = f"first relevant at {result.first_relevant}" if result.first_relevant else "none in the top 10"
+            console.print(f"  {result.query.id} {escape(result.query.query)} [dim]({where})[/]")
+            if result.ranking:
+                console.print(f"    [dim]1. {escape(result.ranking[0])}[/]", overflow="ellipsis", no_wrap=True)

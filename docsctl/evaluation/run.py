@@ -239,7 +239,7 @@ def evaluate(
             )
             done += 1
             if progress:
-                progress(f"search {mode}", done, total)
+                progress(f"search {', '.join(modes)}", done, total)
         reports[mode] = ModeReport(mode, results)
     return EvalReport(reports)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,10 +18,13 @@ MODES = ("hybrid", "bm25", "knn")
 MAX_LIMIT = 50
 MIN_CANDIDATES = 50
 VERSIONS_TTL_SECONDS = 30.0
-# Weights per retriever in reciprocal rank fusion (see bench/README.md for how they were chosen):
-# for questions in plain words, and for keyword queries (names, identifiers: see is_keyword_query).
+# Weights per retriever in reciprocal rank fusion: plain fuse() weighs both alike; hybrid search
+# weighs them by the kind of query (see Ranking; bench/README.md says how they were chosen).
 FUSION_WEIGHTS = {"bm25": 1.0, "knn": 1.0}
-KEYWORD_FUSION_WEIGHTS = {"bm25": 1.0, "knn": 1.0}
+# "name": documents that document a name the query mentions (see mentioned_names) form a third
+# ranking; at 0.05 it lifts such a page by about three places among close ones, never from far below.
+QUESTION_WEIGHTS = {"bm25": 0.1, "knn": 1.0, "name": 0.05}  # questions in plain words: meaning decides
+KEYWORD_WEIGHTS = {"bm25": 1.5, "knn": 1.0, "name": 0.05}  # names, identifiers, a few words: exact terms
 KEYWORD_MAX_WORDS = 3
 
 
@@ -98,25 +101,49 @@ def fuse_documents(
     *,
     method: str = "rrf",
     k: int = RRF_K,
+    mentioned: Collection[str] = (),
 ) -> list[Hit]:
     """Fusion at document level: one hit per document, best first.
 
     Each retriever's chunks become a ranking of documents (each at its best chunk's rank and score);
     the two document rankings are fused, so a document is not pushed down because its best bm25
     chunk and its best knn chunk differ. Each document is shown by its chunk that chunk-level fusion
-    ranks highest. `ranks` are document ranks per retriever.
+    ranks highest. `ranks` are document ranks per list.
+
+    `mentioned` are lowercased names the query mentions: the documents among the candidates that
+    document one of them (Chunk.names) form a third ranking, "name", in chunk-level fusion order,
+    weighted by `weights["name"]` (0 when absent).
     """
     weights = weights or FUSION_WEIGHTS
-    shown = {
-        hit.chunk.doc_id: hit for hit in collapse_by_document(fuse(bm25_hits, knn_hits, weights, method=method, k=k))
-    }
+    chunk_order = collapse_by_document(fuse(bm25_hits, knn_hits, weights, method=method, k=k))
+    shown = {hit.chunk.doc_id: hit for hit in chunk_order}
     lists = {"bm25": collapse_by_document(bm25_hits), "knn": collapse_by_document(knn_hits)}
+    if mentioned and weights.get("name", 0.0) > 0:
+        wanted = set(mentioned)
+        lists["name"] = [replace(hit, score=1.0) for hit in chunk_order if wanted.intersection(hit.chunk.names)]
     fused = _fused(lists, lambda hit: hit.chunk.doc_id, weights, method, k)
     return [replace(shown[item.key], score=item.score, ranks=item.ranks) for item in fused]
 
 
 _CODE_LIKE = re.compile(r"[._:/()\[\]#<>=]|\w_\w")  # a.b, a_b, a(), a::b, a/b: names, not words
 _TRAILING_PUNCTUATION = ".,;:?!"
+_WORD_PUNCTUATION = ".,;:?!\"'`()"
+_CAMEL_CASE = re.compile(r"[a-z][A-Z]")
+
+
+def _words(text: str) -> list[str]:
+    return [word for word in (raw.strip(_WORD_PUNCTUATION) for raw in text.split()) if word]
+
+
+def mentioned_names(text: str) -> set[str]:
+    """What in `text` reads as a name, lowercased: the whole text, and each word that is CamelCase,
+    code-like or capitalized after the first word ("How do I format Tabulator cells?" -> tabulator)."""
+    words = _words(text)
+    names = {" ".join(words).lower()} if words else set()
+    for position, word in enumerate(words):
+        if len(word) > 1 and ((position and word[:1].isupper()) or _CAMEL_CASE.search(word) or _CODE_LIKE.search(word)):
+            names.add(word.lower())
+    return names
 
 
 def is_keyword_query(text: str, max_words: int = KEYWORD_MAX_WORDS) -> bool:
@@ -141,8 +168,8 @@ class Ranking:
 
     method: str = "rrf"  # rrf | minmax (see docsctl.server.fusion)
     level: str = "document"  # document: fuse document rankings | chunk: fuse chunks, then one per document
-    weights: Mapping[str, float] = field(default_factory=lambda: dict(FUSION_WEIGHTS))
-    keyword_weights: Mapping[str, float] = field(default_factory=lambda: dict(KEYWORD_FUSION_WEIGHTS))
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(QUESTION_WEIGHTS))
+    keyword_weights: Mapping[str, float] = field(default_factory=lambda: dict(KEYWORD_WEIGHTS))
     rrf_k: int = RRF_K
 
     def weights_for(self, text: str) -> Mapping[str, float]:
@@ -189,8 +216,12 @@ class Searcher:
 
     def _fuse(self, text: str, bm25_hits: list[Hit], knn_hits: list[Hit], per_document: bool) -> list[Hit]:
         r = self.ranking
-        combine = fuse_documents if per_document and r.level == "document" else fuse
-        return combine(bm25_hits, knn_hits, r.weights_for(text), method=r.method, k=r.rrf_k)
+        weights = r.weights_for(text)
+        if per_document and r.level == "document":
+            return fuse_documents(
+                bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k, mentioned=mentioned_names(text)
+            )
+        return fuse(bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k)
 
     def _ranked(self, retriever: str, text: str, depth: int, filters: Filters) -> list[Hit]:
         if retriever == "bm25":
