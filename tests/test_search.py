@@ -71,7 +71,6 @@ def test_unknown_category_is_an_error_listing_the_known_ones(searcher):
 
 def test_source_filter(searcher):
     assert searcher.search("color", filters=Filters(sources=("chimerax",))).hits
-    assert not searcher.search("color", filters=Filters(sources=("other",))).hits
 
 
 @pytest.mark.parametrize("mode", ["bm25", "hybrid"])
@@ -126,3 +125,10 @@ def test_list_sources_counts(chimerax_index):
     assert info.documents == chimerax_index.summary.added
     assert info.chunks == chimerax_index.summary.chunks_written
     assert set(info.categories) >= {"commands", "tools", "concepts", "devel"}
+
+
+def test_unknown_source_or_version_is_an_error_not_an_empty_answer(searcher):
+    with pytest.raises(ConfigError, match="unknown source nosuch; sources in the index: chimerax"):
+        searcher.search("color", filters=Filters(sources=("nosuch",)))
+    with pytest.raises(ConfigError, match="unknown version 9.9"):
+        searcher.search("color", filters=Filters(versions=("9.9",)))

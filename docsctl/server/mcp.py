@@ -131,18 +131,6 @@ async def _answer(work: Callable[[], tuple[BaseModel, str]]) -> CallToolResult:
     )
 
 
-def _check_filter(searcher: Searcher, field: str, value: str | None) -> None:
-    """After an empty answer: a source or version the index does not hold is an error, with the known ones."""
-    if not value:
-        return
-    infos = searcher.store.list_sources()
-    known = sorted(
-        {info.source for info in infos} if field == "source" else {v for info in infos for v in info.versions if v}
-    )
-    if value not in known:
-        raise ConfigError(f"unknown {field} {value!r}; {field}s in the index: {', '.join(known) or '(none)'}")
-
-
 def _clean_path(path: str) -> str:
     """A path as stored: no anchor, no leading ./ or /."""
     path = path.strip().split("#", 1)[0]
@@ -194,9 +182,6 @@ def create_server(searcher: Searcher) -> MCPServer:
                 versions=(version,) if version else (),
             )
             result = searcher.search(query, limit=limit, offset=offset, mode=mode, filters=filters)
-            if not result.hits and offset == 0:
-                _check_filter(searcher, "source", source)
-                _check_filter(searcher, "version", version)
 
             def document_text(chunk: Chunk) -> str:  # called only for results whose content is shown
                 return results.join_chunks(store.get_document(chunk.path, chunk.source, chunk.version))
@@ -223,8 +208,8 @@ def create_server(searcher: Searcher) -> MCPServer:
 
         def work() -> tuple[LookupResponse, str]:
             chunks = store.lookup(name.strip(), [source] if source else [])
-            if not chunks:
-                _check_filter(searcher, "source", source)
+            if not chunks and source:
+                searcher.check_filters(Filters(sources=(source,)))
             pages = results.rank_pages(name, results.split_documents(chunks))
             return results.lookup_result(name, pages, max_chars=max_chars)
 

@@ -210,8 +210,8 @@ class Searcher:
             hits = collapse_by_document(hits)
         page = hits[offset : offset + limit]
         self._add_highlights(text, page)
-        if not hits and filters.categories:
-            self._check_categories(filters)
+        if not hits:
+            self.check_filters(filters)
         return SearchResult(text, mode, page, len(hits), (time.perf_counter() - started) * 1000, filters)
 
     def _fuse(self, text: str, bm25_hits: list[Hit], knn_hits: list[Hit], per_document: bool) -> list[Hit]:
@@ -254,8 +254,20 @@ class Searcher:
         )
         return replace(filters, pinned_versions=pins) if pins else filters
 
-    def _check_categories(self, filters: Filters) -> None:
-        known = sorted({category for info in self.store.list_sources() for category in info.categories})
-        unknown = [category for category in filters.categories if category not in known]
-        if unknown:
-            raise ConfigError(f"unknown category {', '.join(unknown)}; categories in the index: {', '.join(known)}")
+    def check_filters(self, filters: Filters) -> None:
+        """Raise ConfigError naming any category, source or version the index does not hold, with the known
+        ones; called after an empty answer, so that a typo is not mistaken for "nothing matches"."""
+        if not (filters.categories or filters.sources or filters.versions):
+            return
+        infos = self.store.list_sources()
+        known = {
+            "category": {category for info in infos for category in info.categories},
+            "source": {info.source for info in infos},
+            "version": {version for info in infos for version in info.versions if version},
+        }
+        asked = {"category": filters.categories, "source": filters.sources, "version": filters.versions}
+        for kind, wanted in asked.items():
+            unknown = [value for value in wanted if value not in known[kind]]
+            if unknown:
+                listed = ", ".join(sorted(known[kind])) or "(none)"
+                raise ConfigError(f"unknown {kind} {', '.join(unknown)}; {kind}s in the index: {listed}")
