@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -12,6 +12,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from docsctl.config import Settings, load_settings
 from docsctl.errors import DocsctlError
@@ -33,6 +34,29 @@ def user_errors() -> Iterator[None]:
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted", 130)
+
+
+@contextmanager
+def progress_bars(quiet: bool, label: Callable[[str], str] = str) -> Iterator[Callable[[str, int, int], None]]:
+    """A callback `(what, done, total)` drawing one bar per `what` on stderr; nothing when quiet or not a terminal."""
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=quiet or not err_console.is_terminal,
+    )
+    tasks: dict[str, Any] = {}
+
+    def advance(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = progress.add_task(label(what), total=total)
+        progress.update(tasks[what], completed=done, total=total)
+
+    with progress:
+        yield advance
 
 
 def print_json(data: Any) -> None:

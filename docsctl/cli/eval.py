@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from docsctl.cli.common import (
@@ -16,8 +15,8 @@ from docsctl.cli.common import (
     ConfigOption,
     DataDirOption,
     UrlOption,
-    err_console,
     print_json,
+    progress_bars,
     settings_from,
     user_errors,
 )
@@ -86,24 +85,8 @@ def eval_command(
         store = open_store(settings)
         embedder = Embedder(settings.model)
         cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
-        progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-            disable=as_json or not err_console.is_terminal,
-        )
-        tasks: dict[str, int] = {}
-
-        def advance(what: str, done: int, total: int) -> None:
-            if what not in tasks:
-                tasks[what] = progress.add_task(what, total=total)
-            progress.update(tasks[what], completed=done, total=total)
-
         try:
-            with progress:
+            with progress_bars(as_json) as advance:
                 report = run_eval(
                     store, embedder, queries, corpora, modes=modes, lock_path=settings.lock_path,
                     cache=cache, progress=advance,

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from docsctl.cli.common import (
@@ -18,6 +17,7 @@ from docsctl.cli.common import (
     err_console,
     fail,
     print_json,
+    progress_bars,
     settings_from,
     user_errors,
 )
@@ -105,31 +105,9 @@ def reindex(
         store = open_store(settings)
         embedder = Embedder(settings.model)
         cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
-        progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-            disable=as_json or not err_console.is_terminal,
-        )
-        tasks: dict[str, int] = {}
-
-        def on_progress(name: str, done: int, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = progress.add_task(f"indexing {name}", total=total)
-            progress.update(tasks[name], completed=done)
-
-        with progress:
+        with progress_bars(as_json, lambda name: f"indexing {name}") as on_progress:
             summary = run_reindex(
-                store,
-                embedder,
-                targets,
-                lock_path=settings.lock_path,
-                full=full,
-                cache=cache,
-                progress=on_progress,
+                store, embedder, targets, lock_path=settings.lock_path, full=full, cache=cache, progress=on_progress
             )
         cache.close()
     failed_sources = [{"source": name, "reason": reason} for name, reason in resolved.failures]
