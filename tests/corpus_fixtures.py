@@ -35,16 +35,21 @@ class IndexedCorpus:
 
     def env(self) -> dict[str, str]:
         """Environment for a `docsctl` subprocess that should see this index."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSCTL_")}
-        env.update(
-            DOCSCTL_BACKEND=self.backend,
-            DOCSCTL_DATA_DIR=str(self.settings.data_dir),
-            DOCSCTL_CACHE_DIR=str(self.settings.cache_dir),
-            DOCSCTL_INDEX_ALIAS=self.settings.index_alias,
-        )
-        if self.settings.opensearch_url:
-            env["DOCSCTL_OPENSEARCH_URL"] = self.settings.opensearch_url
-        return env
+        return settings_env(self.settings)
+
+
+def settings_env(settings: Settings, inherit: bool = True) -> dict[str, str]:
+    """DOCSCTL_* variables that make a `docsctl` command (CliRunner or subprocess) use exactly `settings`;
+    with `inherit`, on top of this process's environment less its own DOCSCTL_* variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSCTL_")} if inherit else {}
+    env.update(
+        DOCSCTL_BACKEND=settings.backend,
+        DOCSCTL_DATA_DIR=str(settings.data_dir),
+        DOCSCTL_CACHE_DIR=str(settings.cache_dir),
+        DOCSCTL_INDEX_ALIAS=settings.index_alias,
+        DOCSCTL_OPENSEARCH_URL=settings.opensearch_url or "",
+    )
+    return env
 
 
 @pytest.fixture(scope="session")

@@ -7,13 +7,12 @@ session; tests search it through `eval_index.searcher()` and must not write to i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from corpus_fixtures import backend_settings
+from corpus_fixtures import backend_settings, settings_env
 
 from docsctl.config import Settings
 from docsctl.embedding import Embedder, EmbeddingCache
@@ -43,16 +42,7 @@ class EvalIndex:
 
     def env(self) -> dict[str, str]:
         """Environment for a `docsctl` command (CliRunner or subprocess) that should use this index."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSCTL_")}
-        env.update(
-            DOCSCTL_BACKEND=self.backend,
-            DOCSCTL_DATA_DIR=str(self.settings.data_dir),
-            DOCSCTL_CACHE_DIR=str(self.settings.cache_dir),
-            DOCSCTL_INDEX_ALIAS=self.settings.index_alias,
-        )
-        if self.settings.opensearch_url:
-            env["DOCSCTL_OPENSEARCH_URL"] = self.settings.opensearch_url
-        return env
+        return settings_env(self.settings)
 
 
 @pytest.fixture(scope="session")

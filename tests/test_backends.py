@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import json
 
-from corpus_fixtures import backend_settings, index_folder
+from corpus_fixtures import backend_settings, index_folder, settings_env
 from typer.testing import CliRunner
 
 from docsctl.cli.app import app
 from docsctl.config import load_settings
 from docsctl.store import open_store
-
-
-def _env(settings) -> dict[str, str]:
-    return {
-        "DOCSCTL_BACKEND": settings.backend,
-        "DOCSCTL_DATA_DIR": str(settings.data_dir),
-        "DOCSCTL_CACHE_DIR": str(settings.cache_dir),
-        "DOCSCTL_INDEX_ALIAS": settings.index_alias,
-        "DOCSCTL_OPENSEARCH_URL": settings.opensearch_url or "",
-    }
 
 
 def test_the_embedded_backend_is_the_default_and_an_url_selects_opensearch(tmp_path, monkeypatch):
@@ -62,12 +52,12 @@ def test_export_from_one_backend_import_into_the_other(request, tmp_path, embedd
     dump = tmp_path / "index.jsonl"
     runner = CliRunner()
     try:
-        result = runner.invoke(app, ["export", str(dump)], env=_env(sqlite))
+        result = runner.invoke(app, ["export", str(dump)], env=settings_env(sqlite, inherit=False))
         assert result.exit_code == 0, result.output
         header = json.loads(dump.read_text().splitlines()[0])
         assert header["model"] == embedder.model_name and header["dimension"] == embedder.dimension
 
-        result = runner.invoke(app, ["import", str(dump)], env=_env(opensearch))
+        result = runner.invoke(app, ["import", str(dump)], env=settings_env(opensearch, inherit=False))
         assert result.exit_code == 0, result.output
         source, target = open_store(sqlite), open_store(opensearch)
         assert [(s.source, s.documents, s.chunks) for s in target.list_sources()] == [
@@ -78,7 +68,7 @@ def test_export_from_one_backend_import_into_the_other(request, tmp_path, embedd
         # Unchanged after the move: a reindex on the new backend embeds and writes nothing.
         again = index_folder(opensearch, embedder, docs, "tools")
         assert again.chunks_embedded == 0 and again.chunks_written == 0 and again.unchanged == again.files_seen
-        result = runner.invoke(app, ["import", str(tmp_path / "a")], env=_env(opensearch))
+        result = runner.invoke(app, ["import", str(tmp_path / "a")], env=settings_env(opensearch, inherit=False))
         assert result.exit_code != 0
     finally:
         open_store(opensearch).drop()

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from corpus_fixtures import BACKENDS, backend_settings, index_folder
+from corpus_fixtures import BACKENDS, backend_settings, index_folder, settings_env
 from typer.testing import CliRunner
 
 from docsctl.cli.app import app
@@ -123,37 +123,31 @@ def test_a_second_reindex_is_refused_while_one_runs(settings, embedder, docs):
 # -- the CLI --------------------------------------------------------------------------------------------
 
 
-def _env(settings) -> dict[str, str]:
-    env = {
-        "DOCSCTL_BACKEND": settings.backend,
-        "DOCSCTL_DATA_DIR": str(settings.data_dir),
-        "DOCSCTL_CACHE_DIR": str(settings.cache_dir),
-        "DOCSCTL_INDEX_ALIAS": settings.index_alias,
-    }
-    if settings.opensearch_url:
-        env["DOCSCTL_OPENSEARCH_URL"] = settings.opensearch_url
-    return env
-
-
 def test_cli_reindex_and_query_json(settings, docs):
     runner = CliRunner()
-    result = runner.invoke(app, ["reindex", str(docs), "--source", "docs", "--json"], env=_env(settings))
+    result = runner.invoke(
+        app, ["reindex", str(docs), "--source", "docs", "--json"], env=settings_env(settings, inherit=False)
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["indexed"] == len(PAGES) and len(summary["skipped"]) == len(BAD_FILES)
 
-    result = runner.invoke(app, ["query", "rainbow coloring", "--json", "-k", "3"], env=_env(settings))
+    result = runner.invoke(
+        app, ["query", "rainbow coloring", "--json", "-k", "3"], env=settings_env(settings, inherit=False)
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["hits"][0]["path"] == "user/commands/color.html"
     assert {"title", "breadcrumb", "category", "url", "anchor", "score", "highlights"} <= set(data["hits"][0])
 
-    result = runner.invoke(app, ["query", "rainbow", "--category", "commands"], env=_env(settings))
+    result = runner.invoke(
+        app, ["query", "rainbow", "--category", "commands"], env=settings_env(settings, inherit=False)
+    )
     assert result.exit_code == 0 and "color.html" in result.stdout
 
 
 def test_cli_query_without_an_index_says_what_to_do(settings):
-    result = CliRunner().invoke(app, ["query", "anything"], env=_env(settings))
+    result = CliRunner().invoke(app, ["query", "anything"], env=settings_env(settings, inherit=False))
     assert result.exit_code == 1
     assert "docsctl reindex" in result.output
     assert "Traceback" not in result.output
@@ -209,7 +203,7 @@ def test_two_reindex_processes_the_second_is_refused(settings, docs, tmp_path):
     import sys
     import time
 
-    env = {**_env(settings), "PATH": "/usr/bin:/bin"}
+    env = {**settings_env(settings, inherit=False), "PATH": "/usr/bin:/bin"}
     holder = subprocess.Popen(
         [sys.executable, "-c", "import time, sys\nfrom docsctl.indexer.lock import reindex_lock\n"
          f"with reindex_lock(__import__('pathlib').Path({str(settings.lock_path)!r}), 'sources docs'):\n"
@@ -229,5 +223,5 @@ def test_two_reindex_processes_the_second_is_refused(settings, docs, tmp_path):
         holder.wait()
     time.sleep(0.1)
     # The lock of a killed run is stale: the next run clears it and goes ahead.
-    result = CliRunner().invoke(app, ["reindex", str(docs), "--json"], env=_env(settings))
+    result = CliRunner().invoke(app, ["reindex", str(docs), "--json"], env=settings_env(settings, inherit=False))
     assert result.exit_code == 0, result.output
