@@ -20,6 +20,8 @@ Decisions:
   paths), because bin/opensearch-env `cd`s into the install and the stock paths are relative to it.
 - The node runs detached, in its own session, and outlives the command that started it. Its PID goes
   to a file; `down` signals that PID only, after checking it is still this node's process.
+- A node runs alone (`discovery.type=single-node`) unless `up` is given a `Cluster`: then it forms or
+  joins a cluster of several local nodes, each on its own port (tests of replicas and failover).
 """
 
 from __future__ import annotations
@@ -70,6 +72,22 @@ def _quiet(message: str) -> None:
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """How a node takes part in a cluster of several nodes instead of running alone.
+
+    Every node of the cluster gets the same `name`. `transport_port` fixes this node's node-to-node
+    port so that the others can list it in their `seed_hosts` ("127.0.0.1:<port>"). The first start of
+    a new cluster needs `initial_cluster_manager_nodes`: the node names (see `node_name`) that elect
+    its first cluster manager; a node that joins a running cluster needs only `seed_hosts`.
+    """
+
+    name: str
+    transport_port: int | None = None
+    seed_hosts: tuple[str, ...] = ()
+    initial_cluster_manager_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class NodeStatus:
     """What is known about the node on one port. `running` means OpenSearch answers HTTP there."""
 
@@ -116,6 +134,11 @@ def node_dir(settings: Settings) -> Path:
 
 def node_url(settings: Settings) -> str:
     return f"http://{HOST}:{settings.opensearch_port}"
+
+
+def node_name(settings: Settings) -> str:
+    """The node.name of the node on settings.opensearch_port."""
+    return f"docsctl-{settings.opensearch_port}"
 
 
 # -- install ----------------------------------------------------------------------------------------
@@ -391,13 +414,20 @@ def status(settings: Settings) -> NodeStatus:
 
 
 def up(
-    settings: Settings, progress: Progress | None = None, wait_seconds: float = 120, fast_start: bool = False
+    settings: Settings,
+    progress: Progress | None = None,
+    wait_seconds: float = 120,
+    fast_start: bool = False,
+    cluster: Cluster | None = None,
 ) -> NodeStatus:
     """Start a node on settings.opensearch_port and wait until its health is yellow or green.
 
     `fast_start` runs the JVM with its quick compiler only (-XX:TieredStopAtLevel=1): on 2 cores the
     node is ready in about half the time, but it searches and indexes more slowly, so it suits
     short-lived nodes (tests, CI), not the one you index a large corpus into.
+
+    `cluster` makes the node form or join a cluster of several nodes (see Cluster); ready then also
+    means it has joined one with an elected cluster manager.
 
     Idempotent: when OpenSearch already answers on the port (ours or not), that node's status is
     returned; when our node is still starting, this waits for it. Raises NodeError when the port is
@@ -427,7 +457,7 @@ def up(
             home = ensure_installed(settings, say)
             java = find_java(settings, home)
             say(f"starting OpenSearch {settings.opensearch_version} on port {port} (Java {_java_major(java)})")
-            pid = _launch(settings, home, java, folder, fast_start)
+            pid = _launch(settings, home, java, folder, fast_start, cluster)
         return _wait_ready(settings, pid, wait_seconds, say)
 
 
@@ -472,7 +502,9 @@ def logs(settings: Settings, lines: int = 50) -> str:
     return _tail(log, lines)
 
 
-def _launch(settings: Settings, home: Path, java: Path, folder: Path, fast_start: bool) -> int:
+def _launch(
+    settings: Settings, home: Path, java: Path, folder: Path, fast_start: bool, cluster: Cluster | None = None
+) -> int:
     """Start bin/opensearch detached, in its own session, output to node.log; return its PID."""
     for name in ("data", "logs", "tmp"):
         (folder / name).mkdir(exist_ok=True)
@@ -483,21 +515,31 @@ def _launch(settings: Settings, home: Path, java: Path, folder: Path, fast_start
     port = settings.opensearch_port
     heap_max = _heap(settings.opensearch_heap_max)
     heap_min = min(_heap(settings.opensearch_heap_min), heap_max, key=_heap_bytes)
+    discovery = [
+        "-Ediscovery.type=single-node",
+        # One node: replicas could never be assigned, so new indices would stay yellow.
+        "-Ecluster.default_number_of_replicas=0",
+    ]
+    if cluster is not None:
+        discovery = [f"-Ediscovery.seed_hosts={','.join(cluster.seed_hosts)}"] if cluster.seed_hosts else []
+        if cluster.initial_cluster_manager_nodes:
+            discovery.append(
+                f"-Ecluster.initial_cluster_manager_nodes={','.join(cluster.initial_cluster_manager_nodes)}"
+            )
+    transport = cluster.transport_port if cluster is not None and cluster.transport_port else _transport_port(port)
     command = [
         *_unprivileged_prefix(),
         str(home / "bin" / "opensearch"),
-        f"-Ecluster.name=docsctl-{port}",
-        f"-Enode.name=docsctl-{port}",
+        f"-Ecluster.name={cluster.name if cluster is not None else f'docsctl-{port}'}",
+        f"-Enode.name={node_name(settings)}",
         f"-Enetwork.host={HOST}",
         f"-Ehttp.port={port}",
-        f"-Etransport.port={_transport_port(port)}",
-        "-Ediscovery.type=single-node",
+        f"-Etransport.port={transport}",
+        *discovery,
         f"-Epath.data={folder / 'data'}",
         f"-Epath.logs={folder / 'logs'}",
         # A nearly full disk must not turn indices read-only: this is a laptop or CI, not a cluster.
         "-Ecluster.routing.allocation.disk.threshold_enabled=false",
-        # One node: replicas could never be assigned, so new indices would stay yellow.
-        "-Ecluster.default_number_of_replicas=0",
     ]
     env = _node_env(java) | {
         "OPENSEARCH_PATH_CONF": str(config),

@@ -80,6 +80,7 @@ def test_settings_from_the_environment_reach_the_client(tmp_path, monkeypatch):
     ca = tmp_path / "ca.pem"
     ca.write_text("")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DOCSCTL_BACKEND", raising=False)
     for name, value in {
         "DOCSCTL_OPENSEARCH_URL": "https://search.example.org:9200",
         "DOCSCTL_OPENSEARCH_USER": "reader",

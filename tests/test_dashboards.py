@@ -8,6 +8,7 @@ and the import command is checked against a local HTTP server standing in for Da
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
@@ -413,13 +414,11 @@ def dashboards() -> Iterator[FakeDashboards]:
 
 @pytest.fixture
 def cli_env(tmp_path, monkeypatch) -> dict[str, str]:
-    monkeypatch.chdir(tmp_path)  # no docsctl.toml around
-    return {
-        "DOCSCTL_CONFIG": "",
-        "DOCSCTL_INDEX_ALIAS": "",
-        "DOCSCTL_OPENSEARCH_USER": "",
-        "DOCSCTL_DASHBOARDS_URL": "",
-    }
+    """No docsctl.toml around and no DOCSCTL_* settings from the caller's environment."""
+    monkeypatch.chdir(tmp_path)
+    for name in [name for name in os.environ if name.startswith("DOCSCTL_") and not name.startswith("DOCSCTL_TEST_")]:
+        monkeypatch.delenv(name)
+    return {}
 
 
 def form_parts(request: dict[str, Any]) -> dict[str, tuple[str | None, bytes]]:
@@ -468,8 +467,11 @@ def test_importing_again_overwrites(dashboards, cli_env):
 
 
 def test_import_points_the_index_patterns_at_the_alias_in_use_and_sends_credentials(dashboards, cli_env):
-    env = cli_env | {"DOCSCTL_INDEX_ALIAS": "team-docs", "DOCSCTL_OPENSEARCH_USER": "admin"}
-    env["DOCSCTL_OPENSEARCH_PASSWORD"] = "s3cret"
+    env = {
+        "DOCSCTL_INDEX_ALIAS": "team-docs",
+        "DOCSCTL_OPENSEARCH_USER": "admin",
+        "DOCSCTL_OPENSEARCH_PASSWORD": "s3cret",
+    }
     result = CliRunner().invoke(app, ["dashboards", "import"], env=env | {"DOCSCTL_DASHBOARDS_URL": dashboards.url})
     assert result.exit_code == 0, result.output
     (request,) = dashboards.requests

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import typer
 
+from docsctl.cli import dashboards, opensearch, query, reindex, serve, stats, status
 from docsctl.cli import eval as eval_cli
-from docsctl.cli import opensearch, query, reindex, serve, status
 
 app = typer.Typer(
     name="docsctl",
@@ -27,6 +27,9 @@ app.command()(status.export)
 app.command("import")(status.import_)
 app.command("eval")(eval_cli.eval_command)
 app.add_typer(opensearch.app, name="opensearch")
+app.command()(stats.stats)
+app.command()(stats.explain)
+app.add_typer(dashboards.app, name="dashboards")
 
 
 def main() -> None:

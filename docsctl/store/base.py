@@ -101,6 +101,18 @@ class Store(Protocol):
         """What record_source stored, per source."""
         ...
 
+    def category_counts(self) -> list[dict[str, Any]]:
+        """Documents and chunks per source and category: one {"source", "category", "documents", "chunks"}
+        per pair, sorted by source then category."""
+        ...
+
+    def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:
+        """How bm25(text) scores one chunk: {"chunk_id", "score" (what bm25 gives it; 0 when nothing
+        matches), "matched", "fields": {field: [matched terms]}}. Fields carry OpenSearch's names (title,
+        section, breadcrumb, content, their `.code` twins, path.text, name); terms are as the backend
+        sees them (analyzed, or as written). NotFoundError for an unknown chunk id."""
+        ...
+
     def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
         """Every chunk of the live index (for export and copying between backends)."""
         ...

@@ -3,12 +3,21 @@
 Physical indices are named `<alias>-v<mapping version>-<timestamp>`; a rebuild fills a new one with
 refresh disabled, checks it, and swaps the alias in one atomic `_aliases` call. The index records
 how it was built (mapping version, model, dimension) and per-source state in its mapping `_meta`.
+Each chunk also carries `content_length` (characters of its content), for Dashboards.
+
+Reindex runs go to a small index of their own, `<alias>-runs` (mappings/runs.json): one document per
+source and version per run, with the files seen and skipped, taken from the state `record_source` is
+given and written once the writer's block exits cleanly. Its ids are made of source, version and
+the time of the run, so recording the same state again (a rebuild carrying a source over, an import)
+changes nothing. It is what OpenSearch Dashboards' "skipped at last reindex" panel reads.
 This is the only module that imports opensearchpy or reads mappings/.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -31,12 +40,21 @@ LONG_REQUEST_SECONDS = 900  # copying a whole index in a rebuild
 BULK_RETRIES = 3
 
 
-def load_index_definition() -> dict[str, Any]:
-    """mappings/chunks.json, shipped inside the package."""
-    text = resources.files("docsctl").joinpath("mappings", "chunks.json").read_text(encoding="utf-8")
+def _load_definition(name: str) -> dict[str, Any]:
+    text = resources.files("docsctl").joinpath("mappings", name).read_text(encoding="utf-8")
     definition = json.loads(text)
     definition.pop("_comment", None)
     return definition
+
+
+def load_index_definition() -> dict[str, Any]:
+    """mappings/chunks.json, shipped inside the package."""
+    return _load_definition("chunks.json")
+
+
+def load_runs_definition() -> dict[str, Any]:
+    """mappings/runs.json: the index of reindex runs, `<alias>-runs`."""
+    return _load_definition("runs.json")
 
 
 def mapping_version() -> int:
@@ -51,6 +69,7 @@ def _to_source(chunk: Chunk, indexed_at: str) -> dict[str, Any]:
     doc = chunk.to_dict(with_embedding=True)
     doc["name"] = doc.pop("names")
     doc["indexed_at"] = doc["indexed_at"] or indexed_at
+    doc["content_length"] = len(chunk.content)
     return doc
 
 
@@ -63,6 +82,61 @@ def _from_source(source: dict[str, Any]) -> Chunk:
 
 def _highlights(hit: dict[str, Any]) -> list[str]:
     return list(hit.get("highlight", {}).get("content", []))
+
+
+def run_documents(source: str, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The `<alias>-runs` documents for one source's state, by id: one per version that records when it
+    was last indexed, with the files seen and skipped then."""
+    runs = {}
+    for version, entry in (state.get("versions") or {}).items():
+        if not isinstance(entry, dict) or not entry.get("last_indexed"):
+            continue
+        runs[f"{source}|{version}|{entry['last_indexed']}"] = {
+            "source": source,
+            "version": version,
+            "indexed_at": entry["last_indexed"],
+            "files": int(entry.get("files") or 0),
+            "skipped": int(entry.get("skipped") or 0),
+            "origin": state.get("origin"),
+            "commit": entry.get("commit"),
+            "ref": entry.get("ref"),
+        }
+    return runs
+
+
+# Leaves of an explanation tree that name what matched: `weight(content:depth in 12) [...]`, with
+# `Synonym(content.code:a content.code:b)` inside for several terms at one position, and
+# `ConstantScore(name:surface)^4.0` for a term on a field without frequencies (keywords).
+_LEAF = re.compile(r"^(?:weight\((.*) in \d+\) \[|ConstantScore\((.*)\)(?:\^[\d.]+)?$)")
+
+
+def matched_fields(explanation: dict[str, Any]) -> dict[str, list[str]]:
+    """Field -> analyzed terms that scored, from an `_explain` answer's explanation tree (its leaves
+    with a positive value)."""
+    fields: dict[str, list[str]] = {}
+    stack = [explanation]
+    while stack:
+        node = stack.pop()
+        match = _LEAF.match(node.get("description", ""))
+        if match is None:
+            stack.extend(reversed(node.get("details", [])))
+            continue
+        if float(node.get("value", 0)) <= 0:
+            continue
+        clause = match.group(1) or match.group(2)
+        parts = clause[len("Synonym(") : -1].split(" ") if clause.startswith("Synonym(") else [clause]
+        for part in parts:
+            field, _, term = part.partition(":")
+            if term and term not in fields.setdefault(field, []):
+                fields[field].append(term)
+    return fields
+
+
+def _tls_problem(exc: Exception) -> str:
+    """The SSL library's words from a wrapped TLS failure, e.g. `[SSL: CERTIFICATE_VERIFY_FAILED] ...`."""
+    text = str(getattr(exc, "info", None) or exc)
+    found = re.search(r"\[(?:SSL|X509)[^\]]*\][^'\")(]*", text)
+    return found.group().strip() if found else text
 
 
 class OpenSearchStore:
@@ -84,9 +158,19 @@ class OpenSearchStore:
         return self.settings.opensearch_url or "http://127.0.0.1:9200"
 
     @property
+    def runs_index(self) -> str:
+        """The index of reindex runs that goes with the alias (see the module docstring)."""
+        return f"{self.alias}-runs"
+
+    @property
     def client(self) -> OpenSearch:
         if self._client is None:
             s = self.settings
+            if s.opensearch_ca_file and not os.path.isfile(s.opensearch_ca_file):
+                raise StoreError(
+                    f"opensearch_ca_file {s.opensearch_ca_file} does not exist or is not a file: "
+                    "point it at the PEM file of the cluster's certificate authority"
+                )
             auth = (s.opensearch_user, s.opensearch_password or "") if s.opensearch_user else None
             self._client = OpenSearch(
                 hosts=[self.url],
@@ -105,6 +189,11 @@ class OpenSearchStore:
     def _errors(self, missing_ok: bool = False) -> Iterator[None]:
         try:
             yield
+        except os_errors.SSLError as exc:
+            raise StoreError(
+                f"TLS with OpenSearch at {self.url} failed: {_tls_problem(exc)} (check opensearch_ca_file "
+                "and opensearch_verify)"
+            ) from None
         except os_errors.ConnectionError:
             raise StoreError(
                 f"cannot reach OpenSearch at {self.url}: start a node with `docsctl opensearch up` "
@@ -209,6 +298,7 @@ class OpenSearchStore:
             yield writer
             with self._errors():
                 self.client.indices.refresh(index=live)
+            self._record_runs(writer.runs)
             return
         for leftover in self._physical_indices():
             if leftover != live:  # a rebuild that was killed; the reindex lock says none is running
@@ -224,6 +314,25 @@ class OpenSearchStore:
             raise
         if live:
             self._delete_index(live)
+        self._record_runs(writer.runs)
+
+    def _record_runs(self, runs: dict[str, dict[str, Any]]) -> None:
+        """Upsert run documents into `<alias>-runs`, creating it on first use."""
+        if not runs:
+            return
+        with self._errors():
+            if not self.client.indices.exists(index=self.runs_index):
+                definition = load_runs_definition()
+                definition["settings"]["index"]["number_of_replicas"] = self.settings.replicas
+                try:
+                    self.client.indices.create(index=self.runs_index, body=definition)
+                except os_errors.RequestError as exc:
+                    if "resource_already_exists" not in str(exc.error):
+                        raise
+            actions = ({"_index": self.runs_index, "_id": key, "_source": doc} for key, doc in runs.items())
+            _, errors = helpers.bulk(self.client, actions, refresh=True, raise_on_error=False, stats_only=False)
+        if errors:
+            raise StoreError(f"cannot record the reindex run in {self.runs_index}: {errors[0]}")
 
     def describe(self) -> dict[str, Any]:
         live = self._live_index()
@@ -237,6 +346,7 @@ class OpenSearchStore:
     def drop(self) -> None:
         for index in self._physical_indices():
             self._delete_index(index)
+        self._delete_index(self.runs_index)
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -268,6 +378,29 @@ class OpenSearchStore:
             return {}
         response = self._search(q.highlight_body(text, chunk_ids))
         return {hit["_id"]: _highlights(hit) for hit in response["hits"]["hits"]}
+
+    def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:
+        """How bm25(text) scores one chunk, from the `_explain` API: its score and the fields (with the
+        analyzed terms) that matched."""
+        self._require_index()
+        if not q.clean_query_text(text):
+            self.get_chunk(chunk_id)
+            return {"chunk_id": chunk_id, "score": 0.0, "matched": False, "fields": {}}
+        with self._errors():
+            try:
+                response = self.client.explain(index=self.alias, id=chunk_id, body={"query": q.text_query(text)})
+            except os_errors.NotFoundError as exc:
+                if "index_not_found" in str(exc.error):
+                    raise
+                raise NotFoundError(f"no chunk with id {chunk_id!r}") from None
+        explanation = response.get("explanation") or {}
+        matched = bool(response.get("matched"))
+        return {
+            "chunk_id": chunk_id,
+            "score": float(explanation.get("value", 0.0)) if matched else 0.0,
+            "matched": matched,
+            "fields": matched_fields(explanation) if matched else {},
+        }
 
     def _require_index(self) -> None:
         if self._live_index() is None:
@@ -361,6 +494,19 @@ class OpenSearchStore:
             )
         return infos
 
+    def category_counts(self) -> list[dict[str, Any]]:
+        response = self._search(_category_counts_body())
+        return [
+            {
+                "source": source["key"],
+                "category": category["key"],
+                "documents": int(category["documents"]["value"]),
+                "chunks": int(category["doc_count"]),
+            }
+            for source in response["aggregations"]["sources"]["buckets"]
+            for category in source["categories"]["buckets"]
+        ]
+
     def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
         self._require_index()
         body: dict[str, Any] = {"query": {"match_all": {}}}
@@ -371,6 +517,21 @@ class OpenSearchStore:
                 yield _from_source(hit["_source"])
 
 
+def _category_counts_body() -> dict[str, Any]:
+    """Chunks and distinct documents per source and category (cardinality is exact below 40,000)."""
+    documents = {"documents": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}}
+    categories = {"terms": {"field": "category", "size": 1000, "order": {"_key": "asc"}}, "aggs": documents}
+    return {
+        "size": 0,
+        "aggs": {
+            "sources": {
+                "terms": {"field": "source", "size": 1000, "order": {"_key": "asc"}},
+                "aggs": {"categories": categories},
+            }
+        },
+    }
+
+
 class _Writer:
     """Writes into one physical index; in a rebuild, `live_index` is the one still serving."""
 
@@ -379,6 +540,7 @@ class _Writer:
         self.index = index
         self.live_index = live_index
         self.stored = 0  # chunks this writer added to a new index (checked before the swap)
+        self.runs: dict[str, dict[str, Any]] = {}  # for <alias>-runs, written when the block exits cleanly
 
     def write(self, chunks: Iterable[Chunk]) -> WriteReport:
         indexed_at = _now()
@@ -455,6 +617,7 @@ class _Writer:
         return copied
 
     def record_source(self, source: str, state: dict[str, Any]) -> None:
+        self.runs.update(run_documents(source, state))
         meta = self._store._meta_of(self.index)
         meta.setdefault("sources", {})[source] = state
         with self._store._errors():

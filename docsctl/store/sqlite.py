@@ -75,8 +75,11 @@ BUSY_TIMEOUT_MS = 5000
 
 # Column weights, in table column order; the boosts of PROSE_FIELDS / CODE_FIELDS in opensearch_queries.
 PROSE_WEIGHTS = (3.0, 1.5, 2.0, 1.0)  # title, breadcrumb, section, content
-CODE_WEIGHTS = (3.0, 1.5, 2.0, 1.0, 0.5)  # title, breadcrumb, section, content, path
+CODE_WEIGHTS = (1.5, 0.75, 1.0, 0.5, 0.25)  # title, breadcrumb, section, content, path (half: measured on the dev set)
 NAME_BOOST = 4.0
+# What explain_bm25 calls the columns of fts and fts_code: the OpenSearch fields they stand for.
+PROSE_FIELDS = ("title", "breadcrumb", "section", "content")
+CODE_FIELDS = ("title.code", "breadcrumb.code", "section.code", "content.code", "path.text")
 LOOKUP_MAX_DOCS = 5  # as opensearch_queries.lookup_body
 HIGHLIGHT_CHARS = 160
 HIGHLIGHT_FRAGMENTS = 2
@@ -556,6 +559,44 @@ class SqliteStore:
         # No highlights here: callers ask highlight() for the few hits they show (bm25 runs deep for fusion).
         return [Hit(chunk=_chunk_from_row(rows[rowid]), score=score) for rowid, score in ranked]
 
+    def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:
+        """How bm25(text) scores one chunk: the same sum of FTS5 bm25() scores (its statistics are the
+        whole table's, so restricting the match to one row changes nothing) plus the name bonus, and per
+        column the words FTS5 marks as matching, under the names of the OpenSearch fields they stand for."""
+        prose, code = prose_terms(text), code_query_terms(text)
+        name = " ".join(text.split()).lower()
+        with self._reading() as conn:
+            found = conn.execute("SELECT id FROM chunks WHERE chunk_id = ?", (chunk_id,)).fetchone()
+            if found is None:
+                raise NotFoundError(f"no chunk with id {chunk_id!r}")
+            rowid, score, fields = found[0], 0.0, {}
+            for table, weights, terms, names in (
+                ("fts", PROSE_WEIGHTS, prose, PROSE_FIELDS),
+                ("fts_code", CODE_WEIGHTS, code, CODE_FIELDS),
+            ):
+                if not terms:
+                    continue
+                marked = ", ".join(f"highlight({table}, {column}, ?, ?)" for column in range(len(names)))
+                row = conn.execute(
+                    f"SELECT bm25({table}, {', '.join(map(str, weights))}), {marked} FROM {table} "
+                    f"WHERE {table} MATCH ? AND rowid = ?",
+                    [*[_MARK_START, _MARK_END] * len(names), _fts_query(terms), rowid],
+                ).fetchone()
+                if row is None:
+                    continue
+                score -= row[0]
+                for field, column_text in zip(names, row[1:], strict=True):
+                    words = re.findall(f"{_MARK_START}(.*?){_MARK_END}", column_text or "", flags=re.DOTALL)
+                    if words:
+                        fields[field] = list(dict.fromkeys(word.lower() for word in words))
+            if prose or code:
+                bonus = self._name_bonus(conn, name)
+                named = conn.execute("SELECT 1 FROM chunk_names WHERE name = ? AND chunk = ?", (name, rowid)).fetchone()
+                if bonus and named:
+                    score += bonus
+                    fields["name"] = [name]
+        return {"chunk_id": chunk_id, "score": score, "matched": bool(fields), "fields": fields}
+
     @staticmethod
     def _name_bonus(conn: sqlite3.Connection, name: str) -> float:
         """What the OpenSearch `term` query on names adds: NAME_BOOST x BM25 idf of the name."""
@@ -716,6 +757,17 @@ class SqliteStore:
                 origin=states.get(source, {}).get("origin"),
             )
             for source, documents, chunks, last_indexed in totals
+        ]
+
+    def category_counts(self) -> list[dict[str, Any]]:
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT source, category, count(DISTINCT doc_id), count(*) FROM chunks "
+                "GROUP BY source, category ORDER BY source, category"
+            ).fetchall()
+        return [
+            {"source": source, "category": category, "documents": documents, "chunks": chunks}
+            for source, category, documents, chunks in rows
         ]
 
     def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
