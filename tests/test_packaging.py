@@ -12,15 +12,19 @@ import typer
 from docsctl.cli.app import app
 
 
-def test_the_wheel_ships_the_index_definition(repo_root: Path, tmp_path: Path):
+def test_the_wheel_ships_the_index_definitions_and_dashboards(repo_root: Path, tmp_path: Path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "."],
         cwd=repo_root, check=True, capture_output=True,
     )  # fmt: skip
     (wheel,) = tmp_path.glob("docsctl-*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        shipped = archive.read("docsctl/mappings/chunks.json")
-    assert shipped == (repo_root / "mappings" / "chunks.json").read_bytes()
+        for shipped, source in [
+            ("docsctl/mappings/chunks.json", "mappings/chunks.json"),
+            ("docsctl/mappings/runs.json", "mappings/runs.json"),
+            ("docsctl/dashboards/docsctl.ndjson", "docker/dashboards/docsctl.ndjson"),
+        ]:
+            assert archive.read(shipped) == (repo_root / source).read_bytes(), shipped
 
 
 def _commands(group: typer.Typer, prefix: str = "docsctl") -> dict[str, object]:

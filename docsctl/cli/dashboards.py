@@ -34,7 +34,8 @@ app = typer.Typer(
 
 DEFAULT_URL = "http://127.0.0.1:5601"
 DEFAULT_ALIAS = "docsctl-chunks"
-SAVED_OBJECTS = Path(__file__).resolve().parents[2] / "docker" / "dashboards"
+# docker/dashboards, shipped inside the package (docsctl/dashboards links to it in a checkout).
+SAVED_OBJECTS = Path(__file__).resolve().parents[1] / "dashboards"
 IMPORT_PATH = "/api/saved_objects/_import"
 DASHBOARD_ID = "docsctl-index"
 
