@@ -21,6 +21,11 @@ from docsctl.config import DEFAULT_MODEL
 from docsctl.errors import ConfigError
 
 BATCH_SIZE = 32
+# Threads for encoding one query. A query is a few tokens: a second thread saves 1.5-2 ms on an idle
+# machine and, on a busy one, its synchronisation costs hundreds (p95 31 ms with one thread, 444 ms with
+# two on the 2 shared cores of bench/README.md "Performance"). Batches (indexing) keep torch's default.
+# torch's thread count is per process: it is changed and restored under the embedder's lock.
+QUERY_THREADS = 1
 
 
 def resolve_model_path(model: str) -> str:
@@ -74,16 +79,29 @@ class Embedder:
 
     def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         """Normalized float32 vectors, one row per text."""
+        return self._encode(texts, batch_size)
+
+    def _encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, threads: int | None = None) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._model
         with self._lock:
-            vectors = self._model.encode(
-                list(texts),
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            if threads:
+                import torch  # loaded with the model
+
+                previous = torch.get_num_threads()
+                torch.set_num_threads(min(threads, previous))
+            try:
+                vectors = model.encode(
+                    list(texts),
+                    batch_size=batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+            finally:
+                if threads:
+                    torch.set_num_threads(previous)
         return np.asarray(vectors, dtype=np.float32)
 
     def encode_query(self, text: str) -> list[float]:
@@ -93,7 +111,7 @@ class Embedder:
             if cached is not None:
                 self._query_cache.move_to_end(text)
                 return cached
-        vector = self.encode([text])[0].tolist()
+        vector = self._encode([text], threads=QUERY_THREADS)[0].tolist()
         with self._cache_lock:
             self._query_cache[text] = vector
             if len(self._query_cache) > self._query_cache_size:

@@ -1,7 +1,9 @@
 """reindex(): sources -> extract -> chunk -> embed -> store, incremental by content hash.
 
-Extraction runs in a producer thread while the main thread embeds and writes, so the model (the
-bottleneck on a CPU) is kept busy. A document is identified by (source, version, path); its chunks'
+Three stages overlap, so the model (the bottleneck on a CPU) is kept busy: a producer thread extracts
+and chunks, one embedding thread encodes a batch while the main thread writes the previous one to the
+store (batches are written in order). Batches are large so that the model, which sorts each batch by
+length, pads little (bench/README.md, "Performance"). A document is identified by (source, version, path); its chunks'
 ids include the document's content hash, so new chunks are written before the old ones are
 deleted and searches never see a document vanish mid-update.
 """
@@ -13,6 +15,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +32,7 @@ from docsctl.store.base import Store, StoreWriter
 
 # Bump when extraction or chunking changes what a file turns into: every document is then redone.
 PIPELINE_VERSION = "1"
-EMBED_BATCH = 128
+EMBED_BATCH = 512  # chunks per embedding batch: 128 padded 11% more tokens (bench/README.md)
 QUEUE_DOCS = 64
 
 ProgressCallback = Callable[[str, int, int], None]  # (source, files done, files total)
@@ -143,14 +146,23 @@ def needs_rebuild(full: bool, live: IndexMeta | None, wanted: IndexMeta) -> str:
 
 
 class _Run:
-    """One reindex run: shared state of the producer and the embed/write loop."""
+    """One reindex run: shared state of the producer, the embedding thread and the write loop."""
 
-    def __init__(self, writer: StoreWriter, embedder: Embedder, cache: EmbeddingCache | None, summary: ReindexSummary):
+    def __init__(
+        self,
+        writer: StoreWriter,
+        embedder: Embedder,
+        cache: EmbeddingCache | None,
+        summary: ReindexSummary,
+        embedding: ThreadPoolExecutor,
+    ):
         self.writer = writer
         self.embedder = embedder
         self.cache = cache
         self.summary = summary
-        self.lock = threading.Lock()  # timings are added from both threads
+        self.lock = threading.Lock()  # timings are added from several threads
+        self.embedding = embedding  # one worker: batches are embedded, and so written, in order
+        self._unwritten: tuple[Future[int], list[_Ready], list[Chunk]] | None = None
 
     def add_time(self, phase: str, seconds: float) -> None:
         with self.lock:
@@ -187,15 +199,30 @@ class _Run:
             doc_id = doc_id_for(doc.source, doc.version, doc.path)
             yield _Ready(doc, doc_id, doc_hash, chunks, is_new=doc.path not in old)
 
+    def _embed(self, chunks: list[Chunk]) -> int:
+        started = time.perf_counter()
+        vectors, computed = embed_with_cache(self.embedder, self.cache, [chunk.embed_text() for chunk in chunks])
+        for chunk, vector in zip(chunks, vectors, strict=True):
+            chunk.embedding = vector.tolist()
+        self.add_time("embed", time.perf_counter() - started)
+        return computed
+
     def flush(self, ready: list[_Ready]) -> None:
+        """Start embedding `ready` and write the batch before it meanwhile."""
         chunks = [chunk for item in ready for chunk in item.chunks]
         if not chunks:
             return
-        started = time.perf_counter()
-        vectors, computed = embed_with_cache(self.embedder, self.cache, [chunk.embed_text() for chunk in chunks])
-        self.add_time("embed", time.perf_counter() - started)
-        for chunk, vector in zip(chunks, vectors, strict=True):
-            chunk.embedding = vector.tolist()
+        embedding = self.embedding.submit(self._embed, chunks)
+        self.drain()
+        self._unwritten = (embedding, ready, chunks)
+
+    def drain(self) -> None:
+        """Write the batch being embedded, once it is: new chunks first, then the replaced documents' old ones."""
+        if self._unwritten is None:
+            return
+        embedding, ready, chunks = self._unwritten
+        self._unwritten = None
+        computed = embedding.result()
         started = time.perf_counter()
         report = self.writer.write(chunks)
         replaced = [item for item in ready if not item.is_new]
@@ -253,6 +280,7 @@ def _index_source(
         if progress:
             progress(target.name, done, len(files))
     run.flush(pending)
+    run.drain()
     producer.join()
     seen = {doc.path for doc, _ in files}
     gone = [doc_id_for(target.name, target.version, path) for path in old if path not in seen]
@@ -323,8 +351,11 @@ def reindex(
         wanted = IndexMeta(store.schema_version, embedder.model_name, dimension)
         reason = needs_rebuild(full, live, wanted)
         summary.rebuilt, summary.rebuild_reason = bool(reason), reason
-        with store.writer(wanted, rebuild=bool(reason)) as writer:
-            run = _Run(writer, embedder, cache, summary)
+        with (
+            store.writer(wanted, rebuild=bool(reason)) as writer,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="docsctl-embed") as embedding,
+        ):
+            run = _Run(writer, embedder, cache, summary, embedding)
             if reason and live is not None:
                 if live == wanted:
                     summary.chunks_carried = writer.copy_sources(exclude=names)

@@ -1,0 +1,229 @@
+"""Query latency (p50/p95/p99) over the 40 dev queries, per backend, four ways, measured in one run.
+
+    python bench/latency.py [--backend sqlite|opensearch|both] [--opensearch-url URL] [--passes N]
+                            [--cli-queries N] [--profile] [--out FILE]
+
+For each backend, indexes chimerax + holoviz whole into a new index (vectors from the default
+embedding cache, so this takes seconds), then, after one unmeasured warm-up pass each:
+  - in_process: Searcher.search (hybrid, limit 5, query embedding included), with the query-vector
+    LRU cache disabled (every query is encoded: the honest figure) and enabled (repeat passes hit it);
+    and the query embedding alone (Embedder.encode_query, cache disabled) to show its share, also with
+    torch's default thread count (Embedder.encode) instead of encode_query's QUERY_THREADS;
+  - cli: `docsctl query TEXT --json` as a process, the first --cli-queries queries, once each
+    (model load dominates: a per-invocation figure, not a search figure);
+  - mcp_stdio, mcp_http: search_docs through the official MCP client against `docsctl serve`
+    (stdio; streamable HTTP), timed by the client, over --passes passes; the server keeps its own
+    query cache, so passes after the warm-up are answered with cached query vectors (as in use, where
+    an assistant repeats queries rarely: read the in_process pair to see the difference).
+--profile saves a pyinstrument profile of one more in-process pass (hybrid, no query cache) per backend
+under bench/results/latency_profile_<backend>.txt (not timed).
+The HTTP server's resident memory (VmRSS, VmHWM) after the warm-up and the passes is recorded too.
+Prints JSON (and writes it to --out, with a PNG chart beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (
+    RESULTS,
+    bench_settings,
+    corpus_targets,
+    dev_queries,
+    distribution,
+    docsctl_command,
+    free_port,
+    log,
+    machine,
+    pyplot,
+    rss_mb,
+    settings_env,
+    timed_passes,
+    wait_for_port,
+    write_result,
+)
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from docsctl.config import Settings
+from docsctl.embedding import Embedder, EmbeddingCache
+from docsctl.indexer.pipeline import reindex
+from docsctl.server.search import Searcher
+from docsctl.store import open_store
+
+TARGETS_MS = {"mcp_p95_opensearch": 50.0, "in_process_p95": 25.0}
+
+
+def build_index(settings: Settings, work: Path, embedder: Embedder) -> int:
+    store = open_store(settings)
+    cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
+    try:
+        summary = reindex(store, embedder, corpus_targets(work), lock_path=settings.lock_path, cache=cache)
+    finally:
+        cache.close()
+    return summary.chunks_written
+
+
+def in_process(settings: Settings, queries: list[str], passes: int) -> dict[str, Any]:
+    figures = {}
+    for name, cache_size in (("hybrid_uncached", 0), ("hybrid_query_cache", 256)):
+        searcher = Searcher(open_store(settings), Embedder(settings.model, query_cache_size=cache_size))
+        samples = timed_passes(lambda text, s=searcher: s.search(text, limit=5), queries, passes)
+        figures[name] = distribution(samples)
+        if cache_size == 0:
+            embed = timed_passes(searcher.embedder.encode_query, queries, passes)
+            figures["query_embedding_only"] = distribution(embed)
+            # The same through Embedder.encode, which keeps torch's default thread count (encode_query
+            # uses QUERY_THREADS): the query-embedding figure before that setting existed.
+            default_threads = timed_passes(lambda text, s=searcher: s.embedder.encode([text]), queries, passes)
+            figures["query_embedding_only_default_threads"] = distribution(default_threads)
+            store_only = timed_passes(lambda text, s=searcher: s.search(text, limit=5, mode="bm25"), queries, passes)
+            figures["bm25_only"] = distribution(store_only)
+    return figures
+
+
+def profile_pass(settings: Settings, queries: list[str], backend: str) -> None:
+    from pyinstrument import Profiler
+
+    searcher = Searcher(open_store(settings), Embedder(settings.model, query_cache_size=0))
+    searcher.search(queries[0])
+    profiler = Profiler(interval=0.001)
+    profiler.start()
+    for text in queries:
+        searcher.search(text, limit=5)
+    profiler.stop()
+    (RESULTS / f"latency_profile_{backend}.txt").write_text(profiler.output_text(unicode=True, color=False))
+
+
+def cli(settings: Settings, queries: list[str]) -> dict[str, Any]:
+    env = settings_env(settings)
+    run = [*docsctl_command(), "query"]
+    subprocess.run([*run, queries[0], "--json"], env=env, check=True, capture_output=True)  # warm the page cache
+    samples = []
+    for text in queries:
+        started = time.perf_counter()
+        subprocess.run([*run, text, "--json"], env=env, check=True, capture_output=True)
+        samples.append((time.perf_counter() - started) * 1000)
+    return distribution(samples)
+
+
+async def mcp_passes(server: Any, queries: list[str], passes: int) -> list[float]:
+    async with Client(server, read_timeout_seconds=120) as client:
+        for text in queries:  # warm-up pass
+            await client.call_tool("search_docs", {"query": text})
+        samples = []
+        for _ in range(passes):
+            for text in queries:
+                started = time.perf_counter()
+                result = await client.call_tool("search_docs", {"query": text})
+                samples.append((time.perf_counter() - started) * 1000)
+                if result.is_error:
+                    raise RuntimeError(f"search_docs failed: {result.content[0].text}")
+        return samples
+
+
+def mcp(settings: Settings, queries: list[str], passes: int, work: Path) -> dict[str, Any]:
+    env = settings_env(settings)
+    command = docsctl_command()
+    stdio = StdioServerParameters(command=command[0], args=[*command[1:], "serve"], env=env)
+    figures: dict[str, Any] = {"mcp_stdio": distribution(asyncio.run(mcp_passes(stdio, queries, passes)))}
+    port = free_port()
+    with (work / "serve-http.log").open("w") as errlog:
+        process = subprocess.Popen(
+            [*command, "serve", "--transport", "http", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+        )
+    try:
+        wait_for_port(port, process)
+        samples = asyncio.run(mcp_passes(f"http://127.0.0.1:{port}/mcp", queries, passes))
+        figures["mcp_http"] = distribution(samples)
+        figures["serve_memory_http"] = rss_mb(process.pid)
+    finally:
+        process.terminate()
+        process.wait(30)
+    return figures
+
+
+def run_backend(
+    backend: str, url: str | None, passes: int, cli_queries: int, embedder: Embedder, profile: bool
+) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix=f"docsctl-bench-latency-{backend}-"))
+    settings = bench_settings(backend, url, work)
+    queries = dev_queries()
+    try:
+        chunks = build_index(settings, work, embedder)
+        log(f"{backend}: indexed {chunks} chunks")
+        figures: dict[str, Any] = {"chunks": chunks, "queries": len(queries), "passes": passes}
+        figures["in_process"] = in_process(settings, queries, passes)
+        log(f"{backend}: in process {figures['in_process']['hybrid_uncached']}")
+        if profile:
+            profile_pass(settings, queries, backend)
+        figures.update(mcp(settings, queries, passes, work))
+        log(f"{backend}: mcp stdio {figures['mcp_stdio']} http {figures['mcp_http']}")
+        figures["cli_process"] = cli(settings, queries[:cli_queries])
+        log(f"{backend}: cli {figures['cli_process']}")
+        return figures
+    finally:
+        open_store(settings).drop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def chart(results: dict, path: Path) -> None:
+    plt = pyplot()
+    methods = [
+        ("in_process", "hybrid_uncached", "in-process\n(no query cache)"),
+        ("in_process", "hybrid_query_cache", "in-process\n(query cache)"),
+        ("mcp_stdio", None, "MCP stdio"),
+        ("mcp_http", None, "MCP HTTP"),
+    ]
+    backends = list(results["backends"])
+    fig, axes = plt.subplots(1, len(backends), figsize=(5.5 * len(backends), 4.2), squeeze=False)
+    for axis, backend in zip(axes[0], backends, strict=True):
+        figures = results["backends"][backend]
+        for i, (key, sub, _label) in enumerate(methods):
+            dist = figures[key][sub] if sub else figures[key]
+            for offset, (p, color) in enumerate((("p50", "C0"), ("p95", "C1"), ("p99", "C3"))):
+                axis.bar(i + (offset - 1) * 0.25, dist[p], 0.25, color=color, label=p if i == 0 else None)
+        axis.axhline(TARGETS_MS["in_process_p95"], color="gray", ls=":", lw=1)
+        axis.axhline(TARGETS_MS["mcp_p95_opensearch"], color="gray", ls="--", lw=1)
+        axis.set_xticks(range(len(methods)), [label for *_, label in methods], fontsize=8)
+        axis.set_ylabel("ms")
+        cli_p50 = figures["cli_process"]["p50"]
+        axis.set_title(f"{backend} ({figures['chunks']} chunks); docsctl query p50 {cli_p50 / 1000:.1f} s", fontsize=9)
+        axis.legend(fontsize=8)
+    fig.suptitle("Query latency, 40 dev queries (targets: 25 ms dotted, 50 ms dashed)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="both", choices=["sqlite", "opensearch", "both"])
+    parser.add_argument("--opensearch-url", default=None)
+    parser.add_argument("--passes", type=int, default=5, help="measured passes over the 40 queries")
+    parser.add_argument("--cli-queries", type=int, default=8, help="queries run as `docsctl query` processes")
+    parser.add_argument("--profile", action="store_true", help="save a pyinstrument profile of one pass")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    backends = ["sqlite", "opensearch"] if args.backend == "both" else [args.backend]
+    embedder = Embedder()
+    results: dict[str, Any] = {"benchmark": "latency", "machine": machine(), "targets_ms": TARGETS_MS, "backends": {}}
+    for backend in backends:
+        figures = run_backend(backend, args.opensearch_url, args.passes, args.cli_queries, embedder, args.profile)
+        results["backends"][backend] = figures
+    png = write_result(results, args.out)
+    if png:
+        chart(results, png)
+
+
+if __name__ == "__main__":
+    main()
