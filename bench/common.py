@@ -7,6 +7,7 @@ writing the JSON result beside its chart.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -204,3 +205,18 @@ def pyplot():  # noqa: ANN201 - matplotlib is imported lazily, headless
 
 def log(message: str) -> None:
     print(f"[{datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+def bench_parser(doc: str | None, *, every: bool = True) -> argparse.ArgumentParser:
+    """The options every benchmark shares: which backends, the OpenSearch URL, the corpus sample, the output."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="both", choices=["sqlite", "opensearch", "both"])
+    parser.add_argument("--opensearch-url", default=None)
+    if every:
+        parser.add_argument("--every", type=int, default=6, help="index every Nth file of each corpus (1: all)")
+    parser.add_argument("--out", type=Path, default=None)
+    return parser
+
+
+def backends_of(args: argparse.Namespace) -> list[str]:
+    return ["sqlite", "opensearch"] if args.backend == "both" else [args.backend]

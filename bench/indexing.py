@@ -20,14 +20,24 @@ Prints JSON (and writes it to --out, with a PNG chart beside it).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS, bench_settings, corpus_label, corpus_targets, log, machine, pyplot, write_result
+from common import (
+    RESULTS,
+    backends_of,
+    bench_parser,
+    bench_settings,
+    corpus_label,
+    corpus_targets,
+    log,
+    machine,
+    pyplot,
+    write_result,
+)
 
 from docsctl.embedding import BATCH_SIZE, Embedder, EmbeddingCache
 from docsctl.indexer import pipeline
@@ -136,14 +146,10 @@ def chart(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default="both", choices=["sqlite", "opensearch", "both"])
-    parser.add_argument("--opensearch-url", default=None)
-    parser.add_argument("--every", type=int, default=6, help="index every Nth file of each corpus (1: all)")
+    parser = bench_parser(__doc__, every=True)
     parser.add_argument("--profile", action="store_true", help="also save a pyinstrument profile of a run")
-    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    backends = ["sqlite", "opensearch"] if args.backend == "both" else [args.backend]
+    backends = backends_of(args)
     embedder = Embedder()
     embedder.encode(["load the model before the clock starts"])
     import torch

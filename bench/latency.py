@@ -23,7 +23,6 @@ Prints JSON (and writes it to --out, with a PNG chart beside it).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 import subprocess
@@ -34,6 +33,8 @@ from typing import Any
 
 from common import (
     RESULTS,
+    backends_of,
+    bench_parser,
     bench_settings,
     corpus_targets,
     dev_queries,
@@ -206,15 +207,12 @@ def chart(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default="both", choices=["sqlite", "opensearch", "both"])
-    parser.add_argument("--opensearch-url", default=None)
+    parser = bench_parser(__doc__, every=False)
     parser.add_argument("--passes", type=int, default=5, help="measured passes over the 40 queries")
     parser.add_argument("--cli-queries", type=int, default=8, help="queries run as `docsctl query` processes")
     parser.add_argument("--profile", action="store_true", help="save a pyinstrument profile of one pass")
-    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    backends = ["sqlite", "opensearch"] if args.backend == "both" else [args.backend]
+    backends = backends_of(args)
     embedder = Embedder()
     results: dict[str, Any] = {"benchmark": "latency", "machine": machine(), "targets_ms": TARGETS_MS, "backends": {}}
     for backend in backends:

@@ -13,7 +13,6 @@ Target: serve RSS <= 1 GB. Prints JSON (and writes it to --out, with a PNG chart
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from common import (
+    backends_of,
+    bench_parser,
     bench_settings,
     corpus_label,
     corpus_targets,
@@ -146,13 +147,9 @@ def chart(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default="both", choices=["sqlite", "opensearch", "both"])
-    parser.add_argument("--opensearch-url", default=None)
-    parser.add_argument("--every", type=int, default=6, help="index every Nth file of each corpus (1: all)")
-    parser.add_argument("--out", type=Path, default=None)
+    parser = bench_parser(__doc__, every=True)
     args = parser.parse_args()
-    backends = ["sqlite", "opensearch"] if args.backend == "both" else [args.backend]
+    backends = backends_of(args)
     results: dict[str, Any] = {
         "benchmark": "memory",
         "machine": machine(),
