@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -290,21 +291,11 @@ def search_response(
         hits.append(
             SearchHit(
                 rank=rank,
-                title=chunk.title,
-                breadcrumb=list(chunk.breadcrumb),
-                section=chunk.section,
-                category=chunk.category,
-                source=chunk.source,
-                version=chunk.version,
-                path=chunk.path,
-                url=_url(chunk),
                 score=hit.score,
                 highlights=list(hit.highlights),
                 content=body,
                 content_truncated=truncated,
-                chunk_id=chunk.chunk_id,
-                start_line=chunk.start_line,
-                end_line=chunk.end_line,
+                **_identity(chunk),
             )
         )
     omitted = len(result.hits) - len(hits)
@@ -491,22 +482,25 @@ class ChunkResponse(BaseModel):
     content: str
 
 
+def _identity(chunk: Chunk) -> dict[str, Any]:
+    """The fields every chunk-shaped answer carries: what the chunk is and where it lives."""
+    return {
+        "chunk_id": chunk.chunk_id,
+        "title": chunk.title,
+        "breadcrumb": list(chunk.breadcrumb),
+        "section": chunk.section,
+        "category": chunk.category,
+        "source": chunk.source,
+        "version": chunk.version,
+        "path": chunk.path,
+        "url": _url(chunk),
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+    }
+
+
 def chunk_result(chunk: Chunk) -> tuple[ChunkResponse, str]:
-    response = ChunkResponse(
-        chunk_id=chunk.chunk_id,
-        chunk_index=chunk.chunk_index,
-        title=chunk.title,
-        breadcrumb=list(chunk.breadcrumb),
-        section=chunk.section,
-        category=chunk.category,
-        source=chunk.source,
-        version=chunk.version,
-        path=chunk.path,
-        url=_url(chunk),
-        start_line=chunk.start_line,
-        end_line=chunk.end_line,
-        content=chunk.content,
-    )
+    response = ChunkResponse(chunk_index=chunk.chunk_index, content=chunk.content, **_identity(chunk))
     url = f" · url: {response.url}" if response.url else ""
     text = (
         f"{_trail(chunk)}\n{chunk.category} · {_where(chunk)} · chunk {chunk.chunk_index} · "
