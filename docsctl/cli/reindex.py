@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -25,6 +25,9 @@ from docsctl.config import Settings
 from docsctl.errors import ConfigError
 from docsctl.indexer.git import Checkout, checkout
 from docsctl.indexer.sources import ResolvedSources, SourceTarget, parse_category_rule, resolve_sources
+
+if TYPE_CHECKING:
+    from docsctl.indexer.pipeline import ReindexSummary  # imports the model stack; typing only
 
 
 def targets_for(
@@ -121,7 +124,7 @@ def reindex(
         fail(f"{len(failed_sources)} source(s) could not be read: {', '.join(f['source'] for f in failed_sources)}")
 
 
-def _print_summary(backend: str, summary) -> None:  # noqa: ANN001 - ReindexSummary, imported lazily
+def _print_summary(backend: str, summary: ReindexSummary) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("sources", ", ".join(summary.sources))
     table.add_row("backend", backend + (f" (new index: {summary.rebuild_reason})" if summary.rebuilt else ""))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from docsctl.config import Settings
 from docsctl.store.base import Store, StoreWriter, WriteReport
 
 __all__ = ["Store", "StoreWriter", "WriteReport", "open_store", "sqlite_index_path"]
 
 
-def sqlite_index_path(settings: Settings):  # noqa: ANN201 - Path, kept import-free
+def sqlite_index_path(settings: Settings) -> Path:
     return settings.data_dir / f"{settings.index_alias}.sqlite"
 
 
