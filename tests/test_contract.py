@@ -580,3 +580,81 @@ def test_copy_sources_is_a_no_op_without_a_live_index(store, chunks):
         assert writer.copy_sources(exclude=[]) == 0
         writer.write(chunks)
     assert len(all_ids(store)) == len(chunks)
+
+
+# -- document vectors -----------------------------------------------------------------------------
+
+
+def centroids_of(chunks: list[Chunk]) -> dict[str, np.ndarray]:
+    """What knn_documents must rank by: each document's normalized mean chunk vector, computed here."""
+    groups: dict[str, list[list[float]]] = {}
+    for chunk in chunks:
+        groups.setdefault(chunk.doc_id, []).append(chunk.embedding)
+    means = {doc_id: np.mean(vectors, axis=0) for doc_id, vectors in groups.items()}
+    return {doc_id: mean / np.linalg.norm(mean) for doc_id, mean in means.items()}
+
+
+def expected_documents(chunks: list[Chunk], vector: list[float], k: int) -> list[tuple[str, float]]:
+    cosines = {doc_id: float(centroid @ np.asarray(vector)) for doc_id, centroid in centroids_of(chunks).items()}
+    best = sorted(cosines, key=lambda doc_id: -cosines[doc_id])[:k]
+    return [(doc_id, (1 + cosines[doc_id]) / 2) for doc_id in best]
+
+
+def assert_same_documents(found: list[tuple[str, float]], expected: list[tuple[str, float]]) -> None:
+    assert [doc_id for doc_id, _ in found] == [doc_id for doc_id, _ in expected]
+    assert [score for _, score in found] == pytest.approx([score for _, score in expected], abs=1e-4)
+
+
+@pytest.mark.parametrize("query", ["give every protein chain a different colour", "editable table cells"])
+def test_knn_documents_ranks_documents_by_their_centroid(filled, chunks, embedder, query):
+    vector = embedder.encode_query(query)
+    assert len({chunk.doc_id for chunk in chunks}) > 4
+    assert_same_documents(filled.knn_documents(vector, k=4), expected_documents(chunks, vector, 4))
+
+
+@pytest.mark.parametrize("filters", FILTERS, ids=repr)
+def test_knn_documents_apply_the_filters(filled, chunks, embedder, filters):
+    matching = [chunk for chunk in chunks if matches(chunk, filters)]
+    vector = embedder.encode_query("how do I change the appearance")
+    found = filled.knn_documents(vector, k=50, filters=filters)
+    assert_same_documents(found, expected_documents(matching, vector, 50))
+    assert filled.knn_documents(vector, k=5, filters=Filters(sources=("no-such-source",))) == []
+
+
+def test_document_vectors_follow_incremental_writes_and_deletes(filled, chunks, embedder):
+    color = [chunk for chunk in chunks if chunk.doc_id == chunks[0].doc_id]
+    newer = fresh(color[:1])
+    newer[0].content_hash = "h2"
+    newer[0].embedding = embedder.encode(["Zircon crystals and their lattice."])[0].tolist()
+    load_doc = next(chunk.doc_id for chunk in chunks if chunk.path == LOAD and chunk.version == "1.5")
+    with filled.writer(META, rebuild=False) as writer:
+        writer.write(newer)
+        writer.delete_documents([color[0].doc_id], keep_hash="h2")
+        writer.delete_documents([load_doc])
+    now = newer + [chunk for chunk in chunks if chunk.doc_id not in {color[0].doc_id, load_doc}]
+    vector = embedder.encode_query("zircon crystal lattice")
+    found = filled.knn_documents(vector, k=50)
+    assert found[0][0] == color[0].doc_id
+    assert load_doc not in {doc_id for doc_id, _ in found}
+    assert_same_documents(found, expected_documents(now, vector, 50))
+
+
+def test_document_vectors_survive_copy_sources(filled, chunks, embedder):
+    panel = [chunk for chunk in chunks if chunk.source == "panel"]
+    with filled.writer(META, rebuild=True) as writer:
+        writer.copy_sources(exclude=["chimerax"])
+    vector = embedder.encode_query("run code after the page loads")
+    assert_same_documents(filled.knn_documents(vector, k=50), expected_documents(panel, vector, 50))
+
+
+def test_document_vectors_are_the_same_written_whole_or_in_parts(store, chunks, embedder):
+    half = len(chunks) // 2
+    with store.writer(META, rebuild=True) as writer:
+        writer.write(chunks[half:])  # a document split across the two calls: derived when the block exits
+        writer.write(chunks[:half])
+    vector = embedder.encode_query("table of data with editors")
+    in_parts = store.knn_documents(vector, k=50)
+    with store.writer(META, rebuild=True) as writer:
+        writer.write(chunks, whole_documents=True)
+    assert_same_documents(store.knn_documents(vector, k=50), in_parts)
+    assert_same_documents(in_parts, expected_documents(chunks, vector, 50))

@@ -98,6 +98,18 @@ def test_fuse_documents_fuses_document_ranks_and_shows_the_best_fused_chunk():
     assert fused[1].ranks == {"knn": 1}
 
 
+def test_fuse_documents_adds_weighted_document_rankings_of_candidates_only():
+    bm25 = [_hit("c1", "d1"), _hit("c2", "d2")]
+    knn = [_hit("c3", "d1"), _hit("c4", "d2")]
+    weights = {"bm25": 1.0, "knn": 1.0, "extra": 3.0}
+    fused = fuse_documents(bm25, knn, weights, k=60, doc_rankings={"extra": ["unknown", "d2", "d1"]})
+    assert [hit.chunk.doc_id for hit in fused] == ["d2", "d1"]  # "unknown" is not a candidate: not ranked
+    assert fused[0].ranks == {"bm25": 2, "knn": 2, "extra": 1}
+    assert fused[0].score == pytest.approx(2 / 62 + 3 / 61)
+    unweighted = fuse_documents(bm25, knn, {"bm25": 1.0, "knn": 1.0, "extra": 0.0}, doc_rankings={"extra": ["d2"]})
+    assert [hit.chunk.doc_id for hit in unweighted] == ["d1", "d2"]
+
+
 def test_fuse_documents_returns_one_hit_per_document_in_score_order():
     bm25 = [_hit(f"b{i}", f"d{i % 3}") for i in range(9)]
     knn = [_hit(f"k{i}", f"d{(i + 1) % 4}") for i in range(8)]

@@ -224,7 +224,7 @@ class _Run:
         self._unwritten = None
         computed = embedding.result()
         started = time.perf_counter()
-        report = self.writer.write(chunks)
+        report = self.writer.write(chunks, whole_documents=True)  # a batch holds whole documents
         replaced = [item for item in ready if not item.is_new]
         for item in replaced:
             self.writer.delete_documents([item.doc_id], keep_hash=item.content_hash)

@@ -2,10 +2,11 @@
 does for a query (`explain`).
 
 `explain` runs what `docsctl query` runs, through the same Searcher: the store's bm25 and knn at the
-searcher's candidate depth, fused as hybrid search fuses them (same weights, same default version
-pins), so the fused rank it reports is the rank the document gets on a first page of results. It
-also runs both retrievers deeper (`depth`, 200 by default) to say where a document below the
-candidates stands, and asks the store which fields of the document's best bm25 chunk matched.
+searcher's candidate depth (and, for a question, the document ranking), fused as hybrid search fuses
+them (same weights, same default version pins), so the fused rank it reports is the rank the document
+gets on a first page of results. It also runs both retrievers deeper (`depth`, 200 by default) to
+say where a document below the candidates stands, and asks the store which fields of the document's
+best bm25 chunk matched.
 A document missing from a list is reported with rank None ("not in top N").
 """
 
@@ -202,7 +203,7 @@ def explain(
     store = searcher.store
     document = store.get_document(path, source)
     doc_id = document[0].doc_id
-    filters = searcher._with_default_versions(Filters())
+    filters = searcher.effective_filters(Filters())
     candidates = searcher.candidates
     depth = max(depth, candidates)
     vector = searcher.embedder.encode_query(text)
@@ -212,11 +213,12 @@ def explain(
 
     # What a first page of `docsctl query` fuses: each retriever's top `candidates` chunks.
     top = {retriever: retrieve(retriever, candidates) for retriever in RETRIEVERS}
-    fused = collapse_by_document(searcher._fuse(text, top["bm25"], top["knn"], per_document=True))
-    position = next((i for i, hit in enumerate(fused) if hit.chunk.doc_id == doc_id), None)
-    hit = fused[position] if position is not None else None
     ranking = searcher.ranking
     weights = dict(ranking.weights_for(text))
+    documents = searcher.document_ranking(vector, candidates, filters) if weights.get("document", 0.0) > 0 else []
+    fused = collapse_by_document(searcher.fuse_ranked(text, top["bm25"], top["knn"], True, documents))
+    position = next((i for i, hit in enumerate(fused) if hit.chunk.doc_id == doc_id), None)
+    hit = fused[position] if position is not None else None
     contributions = {}
     if hit is not None and ranking.method == "rrf":
         contributions = {name: weights.get(name, 1.0) / (ranking.rrf_k + rank) for name, rank in hit.ranks.items()}

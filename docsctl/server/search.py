@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from docsctl.embedding import Embedder
 from docsctl.errors import ConfigError
-from docsctl.models import Filters, Hit
+from docsctl.models import Filters, Hit, Vector
 from docsctl.server.fusion import RRF_K, Fused, min_max_fusion, reciprocal_rank_fusion
 from docsctl.store.base import Store
 
@@ -24,7 +24,9 @@ VERSIONS_TTL_SECONDS = 30.0
 FUSION_WEIGHTS = {"bm25": 1.0, "knn": 1.0}
 # "name": documents that document a name the query mentions (see mentioned_names) form a third
 # ranking; at 0.05 it lifts such a page by about three places among close ones, never from far below.
-QUESTION_WEIGHTS = {"bm25": 0.1, "knn": 1.0, "name": 0.05}  # questions in plain words: meaning decides
+# "document": the candidates' documents ranked by their centroid (the meaning of the whole page, see
+# docsctl.store.doc_vectors); for questions only, where it was measured to help (bench/README.md).
+QUESTION_WEIGHTS = {"bm25": 0.1, "knn": 1.0, "name": 0.05, "document": 0.2}  # plain words: meaning decides
 KEYWORD_WEIGHTS = {"bm25": 1.5, "knn": 1.0, "name": 0.05}  # names, identifiers, a few words: exact terms
 KEYWORD_MAX_WORDS = 3
 
@@ -103,6 +105,7 @@ def fuse_documents(
     method: str = "rrf",
     k: int = RRF_K,
     mentioned: Collection[str] = (),
+    doc_rankings: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Hit]:
     """Fusion at document level: one hit per document, best first.
 
@@ -114,6 +117,9 @@ def fuse_documents(
     `mentioned` are lowercased names the query mentions: the documents among the candidates that
     document one of them (Chunk.names) form a third ranking, "name", in chunk-level fusion order,
     weighted by `weights["name"]` (0 when absent).
+
+    `doc_rankings` are further rankings of document ids, best first, weighted by `weights[name]`; only
+    documents among the candidates are ranked (bench/doc_vectors.py measures one such ranking).
     """
     weights = weights or FUSION_WEIGHTS
     chunk_order = collapse_by_document(fuse(bm25_hits, knn_hits, weights, method=method, k=k))
@@ -122,6 +128,8 @@ def fuse_documents(
     if mentioned and weights.get("name", 0.0) > 0:
         wanted = set(mentioned)
         lists["name"] = [replace(hit, score=1.0) for hit in chunk_order if wanted.intersection(hit.chunk.names)]
+    for name, doc_ids in (doc_rankings or {}).items():
+        lists[name] = [shown[doc_id] for doc_id in doc_ids if doc_id in shown]
     fused = _fused(lists, lambda hit: hit.chunk.doc_id, weights, method, k)
     return [replace(shown[item.key], score=item.score, ranks=item.ranks) for item in fused]
 
@@ -202,19 +210,25 @@ class Searcher:
     ) -> SearchResult:
         validate(mode, limit, offset)
         started = time.perf_counter()
-        filters = self._with_default_versions(filters or Filters())
+        filters = self.effective_filters(filters or Filters())
         # Documents have several chunks: ask for enough that collapsing still fills the page.
         depth = max(self.candidates, (offset + limit) * (4 if per_document else 1))
         if mode == "hybrid":
-            # The BM25 request runs while the query is embedded and k-NN runs: both wait on I/O or torch,
-            # which release the GIL (bench/README.md, "Performance").
-            pending_bm25 = self._pool.submit(self._ranked, "bm25", text, depth, filters)
-            knn_hits = self._ranked("knn", text, depth, filters)
+            # The BM25 request runs while the query is embedded and k-NN runs, the document ranking beside
+            # k-NN: they wait on I/O or torch, which release the GIL (bench/README.md, "Performance").
+            pending_bm25 = self._pool.submit(self.retrieve, "bm25", text, depth, filters)
+            vector = self.embedder.encode_query(text)
+            pending_documents = (
+                self._pool.submit(self.document_ranking, vector, depth, filters)
+                if self.ranking.weights_for(text).get("document", 0.0) > 0
+                else None
+            )
+            knn_hits = self.retrieve("knn", text, depth, filters, vector)
             bm25_hits = pending_bm25.result()
+            documents = pending_documents.result() if pending_documents else []
+            hits = self.fuse_ranked(text, bm25_hits, knn_hits, per_document, documents)
         else:
-            bm25_hits = self._ranked("bm25", text, depth, filters) if mode == "bm25" else []
-            knn_hits = self._ranked("knn", text, depth, filters) if mode == "knn" else []
-        hits = self._fuse(text, bm25_hits, knn_hits, per_document) if mode == "hybrid" else bm25_hits or knn_hits
+            hits = self.retrieve(mode, text, depth, filters)
         if per_document:
             hits = collapse_by_document(hits)
         page = hits[offset : offset + limit]
@@ -223,21 +237,44 @@ class Searcher:
             self.check_filters(filters)
         return SearchResult(text, mode, page, len(hits), (time.perf_counter() - started) * 1000, filters)
 
-    def _fuse(self, text: str, bm25_hits: list[Hit], knn_hits: list[Hit], per_document: bool) -> list[Hit]:
+    def fuse_ranked(
+        self,
+        text: str,
+        bm25_hits: list[Hit],
+        knn_hits: list[Hit],
+        per_document: bool,
+        documents: Sequence[str] = (),
+    ) -> list[Hit]:
+        """Hybrid fusion as search() does it for `text` (weights by query shape): two retrievers' chunk lists
+        and, at document level, `documents` (document_ranking) when the weights give it a share."""
         r = self.ranking
         weights = r.weights_for(text)
         if per_document and r.level == "document":
             return fuse_documents(
-                bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k, mentioned=mentioned_names(text)
+                bm25_hits,
+                knn_hits,
+                weights,
+                method=r.method,
+                k=r.rrf_k,
+                mentioned=mentioned_names(text),
+                doc_rankings={"document": documents} if documents else None,
             )
         return fuse(bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k)
 
-    def _ranked(self, retriever: str, text: str, depth: int, filters: Filters) -> list[Hit]:
+    def retrieve(
+        self, retriever: str, text: str, depth: int, filters: Filters, vector: Vector | None = None
+    ) -> list[Hit]:
+        """One retriever's (bm25 | knn) top `depth` chunks, each with its rank in `ranks`; knn embeds `text`
+        unless given its `vector`."""
         if retriever == "bm25":
             hits = self.store.bm25(text, depth, filters)
         else:
-            hits = self.store.knn(self.embedder.encode_query(text), depth, filters)
+            hits = self.store.knn(self.embedder.encode_query(text) if vector is None else vector, depth, filters)
         return [replace(hit, ranks={retriever: rank}) for rank, hit in enumerate(hits, start=1)]
+
+    def document_ranking(self, vector: Vector, depth: int, filters: Filters) -> list[str]:
+        """Document ids by the similarity of their centroid to the query `vector`, best first."""
+        return [doc_id for doc_id, _ in self.store.knn_documents(vector, depth, filters)]
 
     def _add_highlights(self, text: str, hits: list[Hit]) -> None:
         missing = [hit.chunk.chunk_id for hit in hits if not hit.highlights]
@@ -248,9 +285,9 @@ class Searcher:
             if not hit.highlights:
                 hit.highlights = fragments.get(hit.chunk.chunk_id, [])
 
-    def _with_default_versions(self, filters: Filters) -> Filters:
-        """Without a version filter, a source indexed in several versions is searched in its newest only,
-        so that results are not repeated across versions."""
+    def effective_filters(self, filters: Filters) -> Filters:
+        """The filters search() applies: without a version filter, a source indexed in several versions is
+        searched in its newest only, so that results are not repeated across versions."""
         if filters.versions or filters.pinned_versions:
             return filters
         now = time.monotonic()

@@ -35,8 +35,10 @@ class WriteReport:
 class StoreWriter(Protocol):
     """Changes to one index, live (incremental) or beside the live one (rebuild)."""
 
-    def write(self, chunks: Iterable[Chunk]) -> WriteReport:
-        """Store chunks (with embeddings), replacing any with the same chunk_id."""
+    def write(self, chunks: Iterable[Chunk], *, whole_documents: bool = False) -> WriteReport:
+        """Store chunks (with embeddings), replacing any with the same chunk_id. `whole_documents`: every
+        document with a chunk here has all its chunks here, so its vector (knn_documents) can be derived
+        now; otherwise the writer derives it from everything written when its block exits."""
         ...
 
     def delete_documents(self, doc_ids: Iterable[str], keep_hash: str | None = None) -> int:
@@ -72,6 +74,11 @@ class Store(Protocol):
     def bm25(self, text: str, k: int, filters: Filters | None = None) -> list[Hit]: ...
 
     def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]: ...
+
+    def knn_documents(self, vector: Vector, k: int, filters: Filters | None = None) -> list[tuple[str, float]]:
+        """The k documents whose centroid (docsctl.store.doc_vectors: the normalized mean of their chunks'
+        vectors) is most similar to `vector`, best first, as (doc_id, score); scores as knn's."""
+        ...
 
     def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
         """Fragments of each chunk's content around the terms of `text`, matches wrapped in <em>…</em>.

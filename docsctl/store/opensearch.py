@@ -3,7 +3,9 @@
 Physical indices are named `<alias>-v<mapping version>-<timestamp>`; a rebuild fills a new one with
 refresh disabled, checks it, and swaps the alias in one atomic `_aliases` call. The index records
 how it was built (mapping version, model, dimension) and per-source state in its mapping `_meta`.
-Each chunk also carries `content_length` (characters of its content), for Dashboards.
+Each chunk also carries `content_length` (characters of its content), for Dashboards. Each document's
+first chunk carries `doc_embedding`, the document's centroid (docsctl.store.doc_vectors): a writer sums the
+vectors of the chunks it writes and, when its block exits, sets it with partial updates.
 
 Reindex runs go to a small index of their own, `<alias>-runs` (mappings/runs.json): one document per
 source and version per run, with the files seen and skipped, taken from the state `record_source` is
@@ -33,6 +35,7 @@ from docsctl.errors import IndexMissingError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.store import opensearch_queries as q
 from docsctl.store.base import WriteReport
+from docsctl.store.doc_vectors import CentroidAccumulator
 
 BULK_CHUNK = 200
 REQUEST_TIMEOUT_SECONDS = 30
@@ -251,7 +254,8 @@ class OpenSearchStore:
         # Replicas and refreshes are switched on after the bulk load: much faster, same result.
         index_settings["number_of_replicas"] = 0
         index_settings["refresh_interval"] = "-1"
-        definition["mappings"]["properties"]["embedding"]["dimension"] = meta.dimension
+        for field in ("embedding", "doc_embedding"):
+            definition["mappings"]["properties"][field]["dimension"] = meta.dimension
         definition["mappings"]["_meta"].update(
             mapping_version=meta.mapping_version,
             model=meta.model,
@@ -294,19 +298,23 @@ class OpenSearchStore:
     def writer(self, meta: IndexMeta, *, rebuild: bool) -> Iterator[_Writer]:
         live = self._live_index()
         if live is not None and not rebuild:
-            writer = _Writer(self, live, live_index=None)
-            yield writer
-            with self._errors():
-                self.client.indices.refresh(index=live)
+            writer = _Writer(self, live, live_index=None, dimension=meta.dimension)
+            try:
+                yield writer
+            finally:  # the chunks written so far are live: so must their documents' centroids be
+                writer.write_centroids()
+                with self._errors():
+                    self.client.indices.refresh(index=live)
             self._record_runs(writer.runs)
             return
         for leftover in self._physical_indices():
             if leftover != live:  # a rebuild that was killed; the reindex lock says none is running
                 self._delete_index(leftover)
         new = self._create_index(meta)
-        writer = _Writer(self, new, live_index=live)
+        writer = _Writer(self, new, live_index=live, dimension=meta.dimension)
         try:
             yield writer
+            writer.write_centroids()
             self._finish_build(new, writer.stored)
             self._swap_alias(new, live)
         except BaseException:
@@ -372,6 +380,10 @@ class OpenSearchStore:
 
     def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]:
         return self._hits(self._search(q.knn_body(vector, k, filters)))
+
+    def knn_documents(self, vector: Vector, k: int, filters: Filters | None = None) -> list[tuple[str, float]]:
+        response = self._search(q.knn_documents_body(vector, k, filters))
+        return [(hit["_source"]["doc_id"], float(hit["_score"] or 0.0)) for hit in response["hits"]["hits"]]
 
     def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
         if not chunk_ids:
@@ -535,27 +547,43 @@ def _category_counts_body() -> dict[str, Any]:
 class _Writer:
     """Writes into one physical index; in a rebuild, `live_index` is the one still serving."""
 
-    def __init__(self, store: OpenSearchStore, index: str, live_index: str | None) -> None:
+    def __init__(self, store: OpenSearchStore, index: str, live_index: str | None, dimension: int) -> None:
         self._store = store
         self.index = index
         self.live_index = live_index
         self.stored = 0  # chunks this writer added to a new index (checked before the swap)
         self.runs: dict[str, dict[str, Any]] = {}  # for <alias>-runs, written when the block exits cleanly
+        self.centroids = CentroidAccumulator(dimension)  # of documents written in parts: see write_centroids()
 
-    def write(self, chunks: Iterable[Chunk]) -> WriteReport:
+    def _action(self, chunk: Chunk, indexed_at: str, centroid: list[float] | None = None) -> dict[str, Any]:
+        source = _to_source(chunk, indexed_at)
+        if centroid is not None:
+            source["doc_embedding"] = centroid
+        return {"_op_type": "index", "_index": self.index, "_id": chunk.chunk_id, "_source": source}
+
+    def _actions(self, chunks: Iterable[Chunk], whole_documents: bool) -> Iterator[dict[str, Any]]:
+        """Index actions; the first chunk of a whole document carries its centroid from the start (an update
+        later would leave a deleted copy behind, which counts in BM25 statistics until segments merge)."""
         indexed_at = _now()
-        actions = (
-            {
-                "_op_type": "index",
-                "_index": self.index,
-                "_id": chunk.chunk_id,
-                "_source": _to_source(chunk, indexed_at),
-            }
-            for chunk in chunks
-        )
-        report = WriteReport()
+        if not whole_documents:
+            for chunk in chunks:
+                if chunk.embedding:
+                    self.centroids.add(chunk.doc_id, chunk.chunk_id, chunk.chunk_index, chunk.embedding)
+                yield self._action(chunk, indexed_at)
+            return
+        batch = list(chunks)
+        here = CentroidAccumulator(self.centroids.dimension)
+        for chunk in batch:
+            if chunk.embedding:
+                here.add(chunk.doc_id, chunk.chunk_id, chunk.chunk_index, chunk.embedding)
+        centroids = {chunk_id: centroid for _, chunk_id, centroid in here.drain()}
+        for chunk in batch:
+            yield self._action(chunk, indexed_at, centroids.get(chunk.chunk_id))
+
+    def _bulk(self, actions: Iterable[dict[str, Any]]) -> Iterator[tuple[bool, dict[str, Any]]]:
+        """Bulk requests with retries on overload; per-item failures are yielded, not raised."""
         with self._store._errors():
-            for ok, item in helpers.streaming_bulk(
+            yield from helpers.streaming_bulk(
                 self._store.client,
                 actions,
                 chunk_size=BULK_CHUNK,
@@ -563,17 +591,30 @@ class _Writer:
                 initial_backoff=1,
                 raise_on_error=False,
                 raise_on_exception=False,
-            ):
-                result = item.get("index", {})
-                if ok:
-                    report.written += 1
-                    if result.get("result") == "created":
-                        self.stored += 1
-                else:
-                    error = result.get("error", "unknown error")
-                    reason = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
-                    report.failed.append((str(result.get("_id")), reason))
+            )
+
+    def write(self, chunks: Iterable[Chunk], *, whole_documents: bool = False) -> WriteReport:
+        report = WriteReport()
+        for ok, item in self._bulk(self._actions(chunks, whole_documents)):
+            result = item.get("index", {})
+            if ok:
+                report.written += 1
+                if result.get("result") == "created":
+                    self.stored += 1
+            else:
+                error = result.get("error", "unknown error")
+                reason = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
+                report.failed.append((str(result.get("_id")), reason))
         return report
+
+    def write_centroids(self) -> int:
+        """Set `doc_embedding` on the first chunk of every document written so far in parts (not as whole
+        documents); returns how many. A document deleted since (its first chunk gone) is skipped."""
+        actions = (
+            {"_op_type": "update", "_index": self.index, "_id": chunk_id, "doc": {"doc_embedding": centroid}}
+            for _, chunk_id, centroid in self.centroids.drain()
+        )
+        return sum(ok for ok, _ in self._bulk(actions))
 
     def delete_documents(self, doc_ids: Iterable[str], keep_hash: str | None = None) -> int:
         ids = list(doc_ids)
@@ -610,11 +651,27 @@ class _Writer:
             )
         copied = int(response.get("created", 0))
         self.stored += copied
+        if copied and not self._has_centroids(self.live_index):
+            self._add_centroids_of_copied(exclude)
         states = self._store._meta_of(self.live_index).get("sources", {})
         for source, state in states.items():
             if source not in set(exclude):
                 self.record_source(source, state)
         return copied
+
+    def _has_centroids(self, index: str) -> bool:
+        with self._store._errors():
+            mapping = self._store.client.indices.get_mapping(index=index)
+        return "doc_embedding" in mapping[index]["mappings"].get("properties", {})
+
+    def _add_centroids_of_copied(self, exclude: Iterable[str]) -> None:
+        """An index built before document vectors existed: derive them for the chunks just copied."""
+        fields = ["doc_id", "chunk_id", "chunk_index", "embedding"]
+        body = {"query": {"bool": {"must_not": [{"terms": {"source": list(exclude)}}]}}, "_source": fields}
+        with self._store._errors():
+            for hit in helpers.scan(self._store.client, index=self.live_index, query=body, size=500):
+                chunk = hit["_source"]
+                self.centroids.add(chunk["doc_id"], chunk["chunk_id"], chunk["chunk_index"], chunk["embedding"])
 
     def record_source(self, source: str, state: dict[str, Any]) -> None:
         self.runs.update(run_documents(source, state))

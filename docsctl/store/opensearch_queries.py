@@ -34,7 +34,7 @@ HIGHLIGHT = {
         }
     },
 }
-SOURCE_EXCLUDES = {"excludes": ["embedding"]}
+SOURCE_EXCLUDES = {"excludes": ["embedding", "doc_embedding"]}
 
 
 def clean_query_text(text: str) -> str:
@@ -103,21 +103,35 @@ def text_query(text: str) -> dict[str, Any]:
 
 
 def bm25_body(text: str, k: int, filters: Filters | None = None) -> dict[str, Any]:
+    """Candidates only: no highlights (highlight_body marks the few hits shown; highlighting every
+    candidate cost more than the query itself) and no total count, which lets Lucene skip blocks of
+    documents that cannot reach the top k."""
     return {
         "size": k,
         "query": {"bool": {"must": [text_query(text)], "filter": filter_clauses(filters)}},
-        "highlight": HIGHLIGHT,
+        "track_total_hits": False,
         "_source": SOURCE_EXCLUDES,
     }
 
 
-def knn_body(vector: Vector, k: int, filters: Filters | None = None) -> dict[str, Any]:
+def _knn_query(field: str, vector: Vector, k: int, filters: Filters | None) -> dict[str, Any]:
     """Lucene k-NN with the filter inside the query: efficient filtering, not post-filtering."""
     knn: dict[str, Any] = {"vector": list(vector), "k": k}
     clauses = filter_clauses(filters)
     if clauses:
         knn["filter"] = {"bool": {"filter": clauses}}
-    return {"size": k, "query": {"knn": {"embedding": knn}}, "_source": SOURCE_EXCLUDES}
+    return {"knn": {field: knn}}
+
+
+def knn_body(vector: Vector, k: int, filters: Filters | None = None) -> dict[str, Any]:
+    query = _knn_query("embedding", vector, k, filters)
+    return {"size": k, "query": query, "track_total_hits": False, "_source": SOURCE_EXCLUDES}
+
+
+def knn_documents_body(vector: Vector, k: int, filters: Filters | None = None) -> dict[str, Any]:
+    """k-NN over document centroids: only each document's first chunk carries `doc_embedding`."""
+    query = _knn_query("doc_embedding", vector, k, filters)
+    return {"size": k, "query": query, "track_total_hits": False, "_source": ["doc_id"]}
 
 
 def highlight_body(text: str, chunk_ids: list[str]) -> dict[str, Any]:

@@ -66,6 +66,7 @@ from docsctl.errors import IndexMissingError, LockedError, NotFoundError, StoreE
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.process import pid_alive
 from docsctl.store.base import WriteReport
+from docsctl.store.doc_vectors import group_centroids
 from docsctl.text import CODE_TOKEN, code_query_terms, code_text, code_token_terms, prose_terms, trim_token
 
 APPLICATION_ID = 0x64637478  # "dctx"
@@ -199,6 +200,19 @@ def _filter_fields(filters: Filters) -> list[tuple[str, tuple[str, ...]]]:
     return [("category", filters.categories), ("source", filters.sources), ("version", filters.versions)]
 
 
+def _top_rows(cosines: np.ndarray, mask: np.ndarray | None, k: int) -> list[tuple[int, float]]:
+    """The k best rows allowed by `mask`, best first, each with its score reported like OpenSearch's
+    cosinesimil space: (1 + cosine) / 2, in [0, 1]."""
+    candidates = np.flatnonzero(mask) if mask is not None else np.arange(len(cosines))
+    if not len(candidates):
+        return []
+    scores = cosines[candidates]
+    top = min(k, len(candidates))
+    best = np.argpartition(-scores, top - 1)[:top]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return [(int(candidates[i]), (1.0 + float(scores[i])) / 2.0) for i in best]
+
+
 def _not_an_index(path: Path, reason: str) -> StoreError:
     return StoreError(
         f"{path} is not a docsctl index ({reason}); it was left untouched. Move it away, or replace it "
@@ -248,18 +262,22 @@ def _read_meta(conn: sqlite3.Connection) -> dict[str, str]:
 
 @dataclass
 class _VectorCache:
-    """Every vector of one index generation, with the filter fields as small integer codes."""
+    """Every vector of one index generation, with the filter fields as small integer codes, and the
+    documents' centroids (docsctl.store.doc_vectors), computed on first use."""
 
     key: tuple[str, str]
     ids: np.ndarray  # chunk rowids, one per matrix row
     matrix: np.ndarray  # (n, dimension) float32, rows normalized
     codes: dict[str, np.ndarray]
     values: dict[str, dict[str, int]]
+    doc_of_row: np.ndarray  # per matrix row: the position of its document in doc_ids
+    doc_ids: list[str]
+    _documents: tuple[np.ndarray, dict[str, np.ndarray]] | None = None
 
     @classmethod
     def load(cls, conn: sqlite3.Connection, key: tuple[str, str], dimension: int) -> _VectorCache:
         rows = conn.execute(
-            "SELECT v.chunk, v.vector, c.category, c.source, c.version "
+            "SELECT v.chunk, v.vector, c.category, c.source, c.version, c.doc_id "
             "FROM vectors v JOIN chunks c ON c.id = v.chunk ORDER BY v.chunk"
         ).fetchall()
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
@@ -267,24 +285,37 @@ class _VectorCache:
         matrix = np.frombuffer(blob, dtype="<f4").reshape(len(rows), dimension).astype(np.float32)
         codes: dict[str, np.ndarray] = {}
         values: dict[str, dict[str, int]] = {}
-        for position, field in enumerate(("category", "source", "version"), start=2):
+        for position, field in enumerate(("category", "source", "version", "doc_id"), start=2):
             table: dict[str, int] = {}
             codes[field] = np.fromiter(
                 (table.setdefault(row[position], len(table)) for row in rows), dtype=np.int32, count=len(rows)
             )
             values[field] = table
-        return cls(key, ids, matrix, codes, values)
+        doc_of_row, doc_ids = codes.pop("doc_id"), list(values.pop("doc_id"))
+        return cls(key, ids, matrix, codes, values, doc_of_row, doc_ids)
 
-    def mask(self, filters: Filters | None) -> np.ndarray | None:
+    def documents(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Centroid per document (rows in doc_ids order) and each document's filter codes."""
+        if self._documents is None:
+            centroids = group_centroids(self.doc_of_row, self.matrix, len(self.doc_ids))
+            # The chunks of a document share its category, source and version: any one row tells them.
+            some_row = np.zeros(len(self.doc_ids), dtype=np.int64)
+            some_row[self.doc_of_row] = np.arange(len(self.doc_of_row))
+            self._documents = centroids, {field: codes[some_row] for field, codes in self.codes.items()}
+        return self._documents
+
+    def mask(self, filters: Filters | None, codes: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
+        """Rows (chunks, or documents with their `codes`) that match the filters; None: all do."""
         if filters is None or filters.is_empty():
             return None
-        mask = np.ones(len(self.ids), dtype=bool)
+        codes = self.codes if codes is None else codes
+        mask = np.ones(len(codes["source"]), dtype=bool)
         for field, wanted in _filter_fields(filters):
             if wanted:
                 known = [self.values[field][value] for value in wanted if value in self.values[field]]
-                mask &= np.isin(self.codes[field], known)
+                mask &= np.isin(codes[field], known)
         if filters.pinned_versions:
-            source_codes, version_codes = self.codes["source"], self.codes["version"]
+            source_codes, version_codes = codes["source"], codes["version"]
             pinned = [self.values["source"][s] for s, _ in filters.pinned_versions if s in self.values["source"]]
             allowed = ~np.isin(source_codes, pinned)
             for source, version in filters.pinned_versions:
@@ -615,34 +646,37 @@ class SqliteStore:
             self._vectors = _VectorCache.load(conn, key, int(meta["dimension"]))
         return self._vectors
 
-    def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]:
+    def _unit_query(self, vector: Vector, cache: _VectorCache) -> np.ndarray | None:
         query = np.asarray(vector, dtype=np.float32).ravel()
+        if query.shape[0] != cache.matrix.shape[1]:
+            raise StoreError(
+                f"the query vector has {query.shape[0]} dimensions, the index at {self.path} "
+                f"{cache.matrix.shape[1]}: was it built with another model?"
+            )
+        norm = float(np.linalg.norm(query))
+        return query / norm if norm else None
+
+    def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]:
         with self._reading() as conn:
             cache = self._vector_cache(conn)
-            if query.shape[0] != cache.matrix.shape[1]:
-                raise StoreError(
-                    f"the query vector has {query.shape[0]} dimensions, the index at {self.path} "
-                    f"{cache.matrix.shape[1]}: was it built with another model?"
-                )
-            norm = float(np.linalg.norm(query))
-            if k <= 0 or not len(cache.ids) or norm == 0.0:
+            query = self._unit_query(vector, cache)
+            if query is None or k <= 0 or not len(cache.ids):
                 return []
-            scores = cache.matrix @ (query / norm)
-            mask = cache.mask(filters)
-            candidates = np.flatnonzero(mask) if mask is not None else np.arange(len(scores))
-            if not len(candidates):
-                return []
-            candidate_scores = scores[candidates]
-            top = min(k, len(candidates))
-            best = np.argpartition(-candidate_scores, top - 1)[:top]
-            best = best[np.argsort(-candidate_scores[best], kind="stable")]
-            ids = [int(cache.ids[candidates[i]]) for i in best]
+            best = _top_rows(cache.matrix @ query, cache.mask(filters), k)
+            ids = [int(cache.ids[row]) for row, _ in best]
             rows = {row[0]: row[1:] for row in _select_in(conn, f"SELECT c.id, {_COLUMNS} FROM chunks c", "c.id", ids)}
-        # Reported like OpenSearch's cosinesimil space: (1 + cosine) / 2, in [0, 1].
-        return [
-            Hit(chunk=_chunk_from_row(rows[chunk]), score=(1.0 + float(scores[candidates[i]])) / 2.0)
-            for chunk, i in zip(ids, best, strict=True)
-        ]
+        scores = [score for _, score in best]
+        return [Hit(chunk=_chunk_from_row(rows[chunk]), score=score) for chunk, score in zip(ids, scores, strict=True)]
+
+    def knn_documents(self, vector: Vector, k: int, filters: Filters | None = None) -> list[tuple[str, float]]:
+        with self._reading() as conn:
+            cache = self._vector_cache(conn)
+            query = self._unit_query(vector, cache)
+            if query is None or k <= 0 or not len(cache.ids):
+                return []
+            centroids, codes = cache.documents()
+            best = _top_rows(centroids @ query, cache.mask(filters, codes), k)
+        return [(cache.doc_ids[row], score) for row, score in best]
 
     def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
         with self._reading() as conn:
@@ -815,7 +849,8 @@ class _SqliteWriter:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write {self._path}: {exc}") from None
 
-    def write(self, chunks: Iterable[Chunk]) -> WriteReport:
+    def write(self, chunks: Iterable[Chunk], *, whole_documents: bool = False) -> WriteReport:
+        # Document vectors are derived when the vectors are loaded for reading: nothing to do here.
         report = WriteReport()
         indexed_at = _now()
         dimension = self._meta.dimension
