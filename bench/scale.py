@@ -8,7 +8,8 @@ and reads the chunks back with their vectors. For each factor F, a new index rec
 every chunk: replica 0 is the original, replica r > 0 has distinct chunk and document ids, the word
 `replica<r>` appended to its content, and the original vector plus Gaussian noise (sigma 0.01 per
 dimension), renormalized; nothing is re-embedded. Measured per size, in the same run:
-  - indexing rate: chunks / s of writer.write, and of the whole build (write + the backend's finish:
+  - indexing rate: chunks / s of writer.write (batches of whole documents, as the indexing pipeline
+    writes them), and of the whole build (write + the backend's finish:
     on OpenSearch restoring refresh and replicas, a refresh and a count check; on SQLite the swap-in);
   - size on disk: store.describe()["size_bytes"] after the build's refresh and a flush (no force-merge:
     segments are left as a live index would have them; their count is recorded);
@@ -40,10 +41,12 @@ from docsctl.indexer.pipeline import reindex
 from docsctl.models import Chunk, IndexMeta
 from docsctl.server.search import Searcher
 from docsctl.store import open_store
+from docsctl.store.base import WriteReport
 
 NOISE_SIGMA = 0.01
 PROGRESS_EVERY = 50_000
 CANDIDATES = 50
+WRITE_BATCH = 512  # chunks per write, as docsctl.indexer.pipeline.EMBED_BATCH
 
 
 def base_chunks(work: Path, embedder: Embedder) -> tuple[list[Chunk], IndexMeta]:
@@ -88,6 +91,18 @@ def replicas(chunks: list[Chunk], factor: int, seed: int = 0) -> Iterator[Chunk]
                 log(f"  {done:,} / {factor * len(chunks):,} chunks written ({rate:,.0f} chunks/s)")
 
 
+def whole_documents(chunks: Iterator[Chunk], size: int = WRITE_BATCH) -> Iterator[list[Chunk]]:
+    """Batches of about `size` chunks that never split a document, as the indexing pipeline writes them."""
+    batch: list[Chunk] = []
+    for chunk in chunks:
+        if len(batch) >= size and chunk.doc_id != batch[-1].doc_id:
+            yield batch
+            batch = []
+        batch.append(chunk)
+    if batch:
+        yield batch
+
+
 def segments(store: Any) -> int | None:
     client = getattr(store, "client", None)
     if client is None:
@@ -102,7 +117,9 @@ def measure(settings: Settings, chunks: list[Chunk], meta: IndexMeta, factor: in
     store = open_store(settings)
     started = time.perf_counter()
     with store.writer(meta, rebuild=True) as writer:
-        report = writer.write(replicas(chunks, factor))
+        report = WriteReport()
+        for batch in whole_documents(replicas(chunks, factor)):
+            report.add(writer.write(batch, whole_documents=True))
         write_seconds = time.perf_counter() - started
     build_seconds = time.perf_counter() - started
     if report.failed:

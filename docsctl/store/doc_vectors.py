@@ -46,7 +46,7 @@ class CentroidAccumulator:
         return len(self._sums)
 
     def add(self, doc_id: str, chunk_id: str, chunk_index: int, vector: Sequence[float] | np.ndarray) -> None:
-        row = np.asarray(vector, dtype=np.float64)
+        row = np.asarray(vector, dtype=np.float32)
         if row.shape != (self.dimension,):
             return
         found = self._sums.get(doc_id)

@@ -382,7 +382,13 @@ class OpenSearchStore:
         return self._hits(self._search(q.knn_body(vector, k, filters)))
 
     def knn_documents(self, vector: Vector, k: int, filters: Filters | None = None) -> list[tuple[str, float]]:
-        response = self._search(q.knn_documents_body(vector, k, filters))
+        with self._errors():
+            try:
+                response = self.client.search(index=self.alias, body=q.knn_documents_body(vector, k, filters))
+            except os_errors.RequestError as exc:
+                if "doc_embedding" in json.dumps(exc.info):  # an index from before document vectors (mapping
+                    return []  # version 2): search goes on without them until the next reindex rebuilds it
+                raise
         return [(hit["_source"]["doc_id"], float(hit["_score"] or 0.0)) for hit in response["hits"]["hits"]]
 
     def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
