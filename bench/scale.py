@@ -9,10 +9,11 @@ every chunk: replica 0 is the original, replica r > 0 has distinct chunk and doc
 `replica<r>` appended to its content, and the original vector plus Gaussian noise (sigma 0.01 per
 dimension), renormalized; nothing is re-embedded. Measured per size, in the same run:
   - indexing rate: chunks / s of writer.write (batches of whole documents, as the indexing pipeline
-    writes them), and of the whole build (write + the backend's finish:
-    on OpenSearch restoring refresh and replicas, a refresh and a count check; on SQLite the swap-in);
-  - size on disk: store.describe()["size_bytes"] after the build's refresh and a flush (no force-merge:
-    segments are left as a live index would have them; their count is recorded);
+    writes them), and of the whole build (write + the backend's finish: on OpenSearch restoring
+    refresh and replicas, a refresh and a count check; on SQLite the swap-in);
+  - size on disk: store.describe()["size_bytes"] once the merges the bulk load started have finished
+    (the seconds waited are recorded) and after a flush (no force-merge: segments are left as a live
+    index would have them; their count is recorded);
   - query latency over the 40 dev queries, --passes passes after a warm-up pass: hybrid Searcher.search
     with query vectors cached after the warm-up (the store's share; the embedding cost does not grow with
     the index, see bench/latency.py), and store.knn / store.bm25 alone (50 candidates).
@@ -47,6 +48,7 @@ NOISE_SIGMA = 0.01
 PROGRESS_EVERY = 50_000
 CANDIDATES = 50
 WRITE_BATCH = 512  # chunks per write, as docsctl.indexer.pipeline.EMBED_BATCH
+MERGE_WAIT_SECONDS = 900
 
 
 def base_chunks(work: Path, embedder: Embedder) -> tuple[list[Chunk], IndexMeta]:
@@ -113,6 +115,22 @@ def segments(store: Any) -> int | None:
     return int(stats["indices"][index]["primaries"]["segments"]["count"])
 
 
+def settle(store: Any, timeout: float = MERGE_WAIT_SECONDS) -> float | None:
+    """Wait until the node has no merge running on the new index (a bulk load leaves some behind, and they
+    take the cores queries would use); returns the seconds waited. A settled index is what serves."""
+    client = getattr(store, "client", None)
+    if client is None:
+        return None
+    index = store.describe()["index"]
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        stats = client.indices.stats(index=index, metric="merge")
+        if not stats["indices"][index]["primaries"]["merges"]["current"]:
+            break
+        time.sleep(2)
+    return round(time.perf_counter() - started, 1)
+
+
 def measure(settings: Settings, chunks: list[Chunk], meta: IndexMeta, factor: int, passes: int) -> dict[str, Any]:
     store = open_store(settings)
     started = time.perf_counter()
@@ -124,6 +142,7 @@ def measure(settings: Settings, chunks: list[Chunk], meta: IndexMeta, factor: in
     build_seconds = time.perf_counter() - started
     if report.failed:
         raise RuntimeError(f"{len(report.failed)} chunks failed, first: {report.failed[0]}")
+    merges_waited = settle(store)
     segment_count = segments(store)
     size = store.describe()["size_bytes"]
     log(f"{settings.backend_name} x{factor}: {report.written:,} chunks, {build_seconds:.1f} s, {size / 2**20:.0f} MiB")
@@ -145,6 +164,7 @@ def measure(settings: Settings, chunks: list[Chunk], meta: IndexMeta, factor: in
         "size_mib": round(size / 2**20, 1),
         "bytes_per_chunk": round(size / report.written),
         "segments": segment_count,
+        "merges_waited_seconds": merges_waited,
         "hybrid_query_vectors_cached_ms": distribution(hybrid),
         "knn_ms": distribution(knn),
         "bm25_ms": distribution(bm25),

@@ -1,4 +1,5 @@
-"""Search: store.bm25 + store.knn -> fusion -> one hit per document -> highlights."""
+"""Search: store.bm25 + store.knn (+ store.knn_documents for questions) -> fusion -> one hit per document
+-> highlights."""
 
 from __future__ import annotations
 
@@ -194,7 +195,8 @@ class Searcher:
         self.store = store
         self.embedder = embedder
         self._versions_cache: tuple[float, dict[str, list[str]]] | None = None
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docsctl-bm25")
+        # BM25 and the document ranking run beside the k-NN request: two workers per concurrent search.
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="docsctl-search")
         self.candidates = candidates
         self.ranking = ranking or Ranking()
 
