@@ -44,6 +44,16 @@ def test_each_mode_returns_one_hit_per_document(searcher, mode):
     assert scores == sorted(scores, reverse=True)
 
 
+def test_a_question_also_ranks_documents_by_their_vector_and_a_lookup_does_not(searcher, chimerax_index):
+    question = searcher.search("how can I make a molecular surface see-through", limit=5)
+    assert any("document" in hit.ranks for hit in question.hits)
+    vector = searcher.embedder.encode_query("how can I make a molecular surface see-through")
+    best_page = chimerax_index.store.knn_documents(vector, k=1)[0][0]
+    assert any(hit.chunk.doc_id == best_page and hit.ranks["document"] == 1 for hit in question.hits)
+    lookup = searcher.search("transparency", limit=5)
+    assert lookup.hits and all("document" not in hit.ranks for hit in lookup.hits)
+
+
 def test_all_chunks_mode_may_repeat_a_document(searcher):
     result = searcher.search("color", limit=20, mode="bm25", per_document=False)
     assert len(set(paths(result))) < len(result.hits)

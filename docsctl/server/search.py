@@ -220,9 +220,10 @@ class Searcher:
             # k-NN: they wait on I/O or torch, which release the GIL (bench/README.md, "Performance").
             pending_bm25 = self._pool.submit(self.retrieve, "bm25", text, depth, filters)
             vector = self.embedder.encode_query(text)
+            fuses_documents = per_document and self.ranking.level == "document"
             pending_documents = (
                 self._pool.submit(self.document_ranking, vector, depth, filters)
-                if self.ranking.weights_for(text).get("document", 0.0) > 0
+                if fuses_documents and self.ranking.weights_for(text).get("document", 0.0) > 0
                 else None
             )
             knn_hits = self.retrieve("knn", text, depth, filters, vector)

@@ -4,8 +4,9 @@ Physical indices are named `<alias>-v<mapping version>-<timestamp>`; a rebuild f
 refresh disabled, checks it, and swaps the alias in one atomic `_aliases` call. The index records
 how it was built (mapping version, model, dimension) and per-source state in its mapping `_meta`.
 Each chunk also carries `content_length` (characters of its content), for Dashboards. Each document's
-first chunk carries `doc_embedding`, the document's centroid (docsctl.store.doc_vectors): a writer sums the
-vectors of the chunks it writes and, when its block exits, sets it with partial updates.
+first chunk carries `doc_embedding`, the document's centroid (docsctl.store.doc_vectors): written with the
+chunk when the writer is given whole documents (the indexing pipeline), else summed from the chunks written
+and set by partial updates when the writer's block exits (import, re-embedding, copying an older index).
 
 Reindex runs go to a small index of their own, `<alias>-runs` (mappings/runs.json): one document per
 source and version per run, with the files seen and skipped, taken from the state `record_source` is
