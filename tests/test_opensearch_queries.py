@@ -65,3 +65,19 @@ def test_a_chunk_with_every_query_term_gets_a_boost():
     for field in q.ALL_TERMS_FIELDS:  # cross_fields needs one analyzer: all code subfields
         top, _, sub = field.partition(".")
         assert properties[top]["fields"][sub]["search_analyzer"] == "code_search", field
+
+
+def test_document_knn_searches_the_document_vectors_with_the_filters_inside():
+    filters = Filters(sources=("chimerax",), pinned_versions=(("panel", "1.5"),))
+    body = q.knn_documents_body([0.1, 0.2], 9, filters)
+    knn = body["query"]["knn"]["doc_embedding"]
+    assert knn["k"] == body["size"] == 9
+    assert knn["filter"]["bool"]["filter"] == q.filter_clauses(filters)
+    assert body["_source"] == ["doc_id"]  # ids and scores only: the vectors stay on the node
+    assert "doc_embedding" in q.SOURCE_EXCLUDES["excludes"]  # and out of every chunk a search returns
+
+
+def test_candidate_requests_skip_highlights_and_totals():
+    for body in (q.bm25_body("color", 50), q.knn_body([0.1], 50), q.knn_documents_body([0.1], 50)):
+        assert "highlight" not in body and body["track_total_hits"] is False
+    assert "highlight" in q.highlight_body("color", ["a"])
