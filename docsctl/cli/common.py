@@ -75,6 +75,7 @@ BackendOption = Annotated[str | None, typer.Option("--backend", help="auto (defa
 DataDirOption = Annotated[
     Path | None, typer.Option("--data-dir", help="Where the embedded index, caches and node data live.")
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
 
 
 def settings_from(

@@ -13,6 +13,7 @@ from docsctl.cli.common import (
     BackendOption,
     ConfigOption,
     DataDirOption,
+    JsonOption,
     UrlOption,
     print_json,
     settings_from,
@@ -33,7 +34,7 @@ def _size(size: int) -> str:
 
 def stats(
     *,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    as_json: JsonOption = False,
     config: ConfigOption = None,
     opensearch_url: UrlOption = None,
     backend: BackendOption = None,
@@ -102,7 +103,7 @@ def explain(
         str | None, typer.Option("--source", "-s", help="The document's source (needed when paths repeat).")
     ] = None,
     depth: Annotated[int, typer.Option("--depth", help="How deep to look in each retriever's list.")] = 200,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    as_json: JsonOption = False,
     config: ConfigOption = None,
     opensearch_url: UrlOption = None,
     backend: BackendOption = None,

@@ -14,6 +14,7 @@ from docsctl.cli.common import (
     BackendOption,
     ConfigOption,
     DataDirOption,
+    JsonOption,
     UrlOption,
     err_console,
     print_json,
@@ -27,7 +28,7 @@ console = Console(highlight=False)
 
 def status(
     *,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    as_json: JsonOption = False,
     config: ConfigOption = None,
     opensearch_url: UrlOption = None,
     backend: BackendOption = None,
@@ -65,7 +66,7 @@ def status(
 
 def sources(
     *,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    as_json: JsonOption = False,
     config: ConfigOption = None,
     opensearch_url: UrlOption = None,
     backend: BackendOption = None,
