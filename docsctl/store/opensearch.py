@@ -226,10 +226,12 @@ class OpenSearchStore:
             found = self.client.indices.get_alias(name=self.alias)
         return sorted(found)[-1]
 
-    def _meta_of(self, index: str) -> dict[str, Any]:
+    def _mapping_of(self, index: str) -> dict[str, Any]:
         with self._errors():
-            mapping = self.client.indices.get_mapping(index=index)
-        return mapping[index]["mappings"].get("_meta", {})
+            return self.client.indices.get_mapping(index=index)[index]["mappings"]
+
+    def _meta_of(self, index: str) -> dict[str, Any]:
+        return self._mapping_of(index).get("_meta", {})
 
     def index_meta(self) -> IndexMeta | None:
         live = self._live_index()
@@ -667,9 +669,7 @@ class _Writer:
         return copied
 
     def _has_centroids(self, index: str) -> bool:
-        with self._store._errors():
-            mapping = self._store.client.indices.get_mapping(index=index)
-        return "doc_embedding" in mapping[index]["mappings"].get("properties", {})
+        return "doc_embedding" in self._store._mapping_of(index).get("properties", {})
 
     def _add_centroids_of_copied(self, exclude: Iterable[str]) -> None:
         """An index built before document vectors existed: derive them for the chunks just copied."""
