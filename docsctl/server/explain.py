@@ -209,13 +209,13 @@ def explain(
     vector = searcher.embedder.encode_query(text)
 
     def retrieve(retriever: str, k: int) -> list[Hit]:
-        return store.bm25(text, k, filters) if retriever == "bm25" else store.knn(vector, k, filters)
+        return searcher.retrieve(retriever, text, k, filters, vector)
 
     # What a first page of `docsctl query` fuses: each retriever's top `candidates` chunks.
     top = {retriever: retrieve(retriever, candidates) for retriever in RETRIEVERS}
     ranking = searcher.ranking
     weights = dict(ranking.weights_for(text))
-    documents = searcher.document_ranking(vector, candidates, filters) if weights.get("document", 0.0) > 0 else []
+    documents = searcher.document_ranking(vector, candidates, filters) if searcher.uses_document_ranking(text) else []
     fused = collapse_by_document(searcher.fuse_ranked(text, top["bm25"], top["knn"], True, documents))
     position = next((i for i, hit in enumerate(fused) if hit.chunk.doc_id == doc_id), None)
     hit = fused[position] if position is not None else None

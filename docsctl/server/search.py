@@ -220,10 +220,9 @@ class Searcher:
             # k-NN: they wait on I/O or torch, which release the GIL (bench/README.md, "Performance").
             pending_bm25 = self._pool.submit(self.retrieve, "bm25", text, depth, filters)
             vector = self.embedder.encode_query(text)
-            fuses_documents = per_document and self.ranking.level == "document"
             pending_documents = (
                 self._pool.submit(self.document_ranking, vector, depth, filters)
-                if fuses_documents and self.ranking.weights_for(text).get("document", 0.0) > 0
+                if self.uses_document_ranking(text, per_document)
                 else None
             )
             knn_hits = self.retrieve("knn", text, depth, filters, vector)
@@ -239,6 +238,11 @@ class Searcher:
         if not hits:
             self.check_filters(filters)
         return SearchResult(text, mode, page, len(hits), (time.perf_counter() - started) * 1000, filters)
+
+    def uses_document_ranking(self, text: str, per_document: bool = True) -> bool:
+        """Whether hybrid fusion for `text` gives document_ranking a share (so it is worth asking for)."""
+        fuses_documents = per_document and self.ranking.level == "document"
+        return fuses_documents and self.ranking.weights_for(text).get("document", 0.0) > 0
 
     def fuse_ranked(
         self,
