@@ -14,31 +14,19 @@ Prints JSON (and writes it to --out): metrics per setting, overall and per kind,
 from __future__ import annotations
 
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from common import CORPORA, DEV_QUERIES, backends_of, bench_parser, bench_settings, log, machine, write_result
 
 from docsctl.embedding import Embedder, EmbeddingCache
-from docsctl.evaluation.metrics import mean_metrics, query_metrics
-from docsctl.evaluation.run import EvalQuery, corpora_of, index_corpora, load_queries
+from docsctl.evaluation.run import EvalQuery, ModeReport, corpora_of, index_corpora, judge, load_queries
 from docsctl.models import Filters, Hit
-from docsctl.server.search import Searcher, fuse_documents, is_keyword_query, mentioned_names
+from docsctl.server.search import KEYWORD_WEIGHTS, QUESTION_WEIGHTS, Ranking, Searcher
 from docsctl.store import open_store
 
 CANDIDATES = 50
 DEPTH = 10
-
-
-def summarize(results: list[tuple[EvalQuery, dict[str, float]]]) -> dict[str, Any]:
-    by_kind: dict[str, list[dict[str, float]]] = defaultdict(list)
-    for query, metrics in results:
-        by_kind[query.kind].append(metrics)
-    return {
-        "overall": mean_metrics(metrics for _, metrics in results).means,
-        "by_kind": {kind: mean_metrics(rows).means for kind, rows in sorted(by_kind.items())},
-    }
 
 
 def measure(backend: str, opensearch_url: str | None, weights: list[float]) -> list[dict[str, Any]]:
@@ -62,18 +50,9 @@ def measure(backend: str, opensearch_url: str | None, weights: list[float]) -> l
                 searcher.document_ranking(vector, CANDIDATES, filters),
             )
 
-        def ranking(query: EvalQuery, weight: float, questions_only: bool) -> list[str]:
+        def ranking(query: EvalQuery) -> list[str]:
             bm25, knn, documents = candidates[query.id]
-            fusion_weights = dict(searcher.ranking.weights_for(query.query))
-            use = weight > 0 and not (questions_only and is_keyword_query(query.query))
-            fusion_weights["document"] = weight if use else 0.0
-            hits = fuse_documents(
-                bm25,
-                knn,
-                fusion_weights,
-                mentioned=mentioned_names(query.query),
-                doc_rankings={"document": documents} if use else None,
-            )
+            hits = searcher.fuse_ranked(query.query, bm25, knn, True, documents)
             return list(dict.fromkeys(hit.chunk.path for hit in hits))[:DEPTH]
 
         settings_run: list[dict[str, Any]] = []
@@ -81,12 +60,16 @@ def measure(backend: str, opensearch_url: str | None, weights: list[float]) -> l
             for weight in [0.0, *weights]:
                 if weight == 0.0 and not questions_only:
                     continue
-                results = [(q, query_metrics(ranking(q, weight, questions_only), set(q.relevant))) for q in queries]
-                summary = summarize(results)
+                searcher.ranking = Ranking(
+                    weights={**QUESTION_WEIGHTS, "document": weight},
+                    keyword_weights={**KEYWORD_WEIGHTS, "document": 0.0 if questions_only else weight},
+                )
+                results = [judge(query, ranking(query)) for query in queries]
                 applies = "questions" if questions_only else "all queries"
                 label = "without document ranking" if weight == 0.0 else f"document weight {weight} ({applies})"
-                settings_run.append({"setting": label, "weight": weight, "applies_to": applies, **summary})
-                overall = summary["overall"]
+                report = ModeReport(label, results).to_dict(with_rankings=False)
+                settings_run.append({"setting": label, "weight": weight, "applies_to": applies, **report})
+                overall = report["overall"]
                 log(f"{backend} {label:45} MRR@10 {overall['MRR@10']:.3f} Recall@5 {overall['Recall@5']:.3f}")
     finally:
         cache.close()

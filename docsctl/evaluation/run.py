@@ -215,6 +215,12 @@ def rank_documents(searcher: Searcher, query: EvalQuery, mode: str, depth: int =
     return list(dict.fromkeys(hit.chunk.path for hit in result.hits))
 
 
+def judge(query: EvalQuery, ranking: list[str]) -> QueryResult:
+    """A ranking of document paths scored against the query's judged documents."""
+    relevant = set(query.relevant)
+    return QueryResult(query, ranking, query_metrics(ranking, relevant), first_relevant_rank(ranking, relevant))
+
+
 def evaluate(
     searcher: Searcher,
     queries: Sequence[EvalQuery],
@@ -232,11 +238,7 @@ def evaluate(
     for mode in modes:
         results = []
         for query in queries:
-            ranking = rank_documents(searcher, query, mode)
-            relevant = set(query.relevant)
-            results.append(
-                QueryResult(query, ranking, query_metrics(ranking, relevant), first_relevant_rank(ranking, relevant))
-            )
+            results.append(judge(query, rank_documents(searcher, query, mode)))
             done += 1
             if progress:
                 progress(f"search {', '.join(modes)}", done, total)
