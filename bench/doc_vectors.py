@@ -19,7 +19,7 @@ from typing import Any
 
 from common import CORPORA, DEV_QUERIES, backends_of, bench_parser, bench_settings, log, machine, write_result
 
-from docsctl.embedding import Embedder, EmbeddingCache
+from docsctl.embedding import EmbeddingCache, embedder_for
 from docsctl.evaluation.run import EvalQuery, ModeReport, corpora_of, index_corpora, judge, load_queries
 from docsctl.models import Filters, Hit
 from docsctl.server.search import KEYWORD_WEIGHTS, QUESTION_WEIGHTS, Ranking, Searcher
@@ -33,7 +33,7 @@ def measure(backend: str, opensearch_url: str | None, weights: list[float]) -> l
     work = Path(tempfile.mkdtemp(prefix="docsctl-docvec-"))
     settings = bench_settings(backend, opensearch_url, work)
     store = open_store(settings)
-    embedder = Embedder(settings.model)
+    embedder = embedder_for(settings)
     queries = load_queries(DEV_QUERIES)
     cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
     try:

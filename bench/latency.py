@@ -6,9 +6,9 @@
 For each backend, indexes chimerax + holoviz whole into a new index (vectors from the default
 embedding cache, so this takes seconds), then, after one unmeasured warm-up pass each:
   - in_process: Searcher.search (hybrid, limit 5, query embedding included), with the query-vector
-    LRU cache disabled (every query is encoded: the honest figure) and enabled (repeat passes hit it);
-    and the query embedding alone (Embedder.encode_query, cache disabled) to show its share, also with
-    torch's default thread count (Embedder.encode) instead of encode_query's QUERY_THREADS;
+    LRU cache disabled (every query is encoded: the honest figure) and enabled (repeat passes hit it),
+    queries embedded by ONNX Runtime (the default) and by torch (query_runtime = "torch"); and the query
+    embedding alone (Embedder.encode_query, cache disabled) with each runtime, to show its share;
   - cli: `docsctl query TEXT --json` as a process, the first --cli-queries queries, once each
     (model load dominates: a per-invocation figure, not a search figure);
   - mcp_stdio, mcp_http: search_docs through the official MCP client against `docsctl serve`
@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from docsctl.config import Settings
-from docsctl.embedding import Embedder, EmbeddingCache
+from docsctl.embedding import Embedder, EmbeddingCache, embedder_for
 from docsctl.indexer.pipeline import reindex
 from docsctl.server.search import Searcher
 from docsctl.store import open_store
@@ -73,27 +74,28 @@ def build_index(settings: Settings, work: Path, embedder: Embedder) -> int:
 
 
 def in_process(settings: Settings, queries: list[str], passes: int) -> dict[str, Any]:
+    """Hybrid search with queries embedded by ONNX Runtime (the default), by torch, and from the query
+    cache; each embedding runtime alone; BM25 alone (no embedding)."""
     figures = {}
-    for name, cache_size in (("hybrid_uncached", 0), ("hybrid_query_cache", 256)):
-        searcher = Searcher(open_store(settings), Embedder(settings.model, query_cache_size=cache_size))
+    runs = (("hybrid_uncached", "onnx", 0), ("hybrid_uncached_torch", "torch", 0), ("hybrid_query_cache", "onnx", 256))
+    for name, runtime, cache_size in runs:
+        embedder = embedder_for(replace(settings, query_runtime=runtime), query_cache_size=cache_size)
+        searcher = Searcher(open_store(settings), embedder)
         samples = timed_passes(lambda text, s=searcher: s.search(text, limit=5), queries, passes)
         figures[name] = distribution(samples)
         if cache_size == 0:
-            embed = timed_passes(searcher.embedder.encode_query, queries, passes)
-            figures["query_embedding_only"] = distribution(embed)
-            # The same through Embedder.encode, which keeps torch's default thread count (encode_query
-            # uses QUERY_THREADS): the query-embedding figure before that setting existed.
-            default_threads = timed_passes(lambda text, s=searcher: s.embedder.encode([text]), queries, passes)
-            figures["query_embedding_only_default_threads"] = distribution(default_threads)
-            store_only = timed_passes(lambda text, s=searcher: s.search(text, limit=5, mode="bm25"), queries, passes)
-            figures["bm25_only"] = distribution(store_only)
+            embed = timed_passes(embedder.encode_query, queries, passes)
+            figures["query_embedding_only" + name.removeprefix("hybrid_uncached")] = distribution(embed)
+    searcher = Searcher(open_store(settings), embedder_for(settings))
+    store_only = timed_passes(lambda text: searcher.search(text, limit=5, mode="bm25"), queries, passes)
+    figures["bm25_only"] = distribution(store_only)
     return figures
 
 
 def profile_pass(settings: Settings, queries: list[str], backend: str) -> None:
     from pyinstrument import Profiler
 
-    searcher = Searcher(open_store(settings), Embedder(settings.model, query_cache_size=0))
+    searcher = Searcher(open_store(settings), embedder_for(settings, query_cache_size=0))
     searcher.search(queries[0])
     profiler = Profiler(interval=0.001)
     profiler.start()

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 
 from docsctl.config import load_settings
-from docsctl.embedding import Embedder, EmbeddingCache
+from docsctl.embedding import EmbeddingCache, embedder_for
 from docsctl.indexer.pipeline import reindex
 from docsctl.indexer.sources import SourceTarget
 from docsctl.store import open_store
@@ -67,7 +67,7 @@ def main() -> None:
         data_dir=work / "data",
         index_alias=f"bench-{uuid.uuid4().hex[:8]}",
     )
-    store, embedder = open_store(settings), Embedder(settings.model)
+    store, embedder = open_store(settings), embedder_for(settings)
     cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
     results: dict = {"backend": args.backend}
     try:

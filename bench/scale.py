@@ -1,7 +1,7 @@
 """Scale: the corpora's chunks replicated 10x and 100x, written through the store writer, per size.
 
     python bench/scale.py [--opensearch-url URL] [--factors 1,10,100] [--sqlite-factors 1,10]
-                          [--passes N] [--out FILE]
+                          [--passes N] [--keep] [--out FILE]
 
 Indexes chimerax + holoviz once into a temporary SQLite file (vectors from the default embedding cache)
 and reads the chunks back with their vectors. For each factor F, a new index receives F replicas of
@@ -37,7 +37,7 @@ import numpy as np
 from common import bench_settings, corpus_targets, dev_queries, distribution, log, machine, pyplot, timed_passes
 
 from docsctl.config import Settings
-from docsctl.embedding import Embedder, EmbeddingCache
+from docsctl.embedding import Embedder, EmbeddingCache, embedder_for
 from docsctl.indexer.pipeline import reindex
 from docsctl.models import Chunk, IndexMeta
 from docsctl.server.search import Searcher
@@ -131,8 +131,11 @@ def settle(store: Any, timeout: float = MERGE_WAIT_SECONDS) -> float | None:
     return round(time.perf_counter() - started, 1)
 
 
-def measure(settings: Settings, chunks: list[Chunk], meta: IndexMeta, factor: int, passes: int) -> dict[str, Any]:
+def measure(
+    settings: Settings, chunks: list[Chunk], meta: IndexMeta, factor: int, passes: int, keep: bool = False
+) -> dict[str, Any]:
     store = open_store(settings)
+    meta = replace(meta, mapping_version=store.schema_version)  # `meta` was read from the SQLite base index
     started = time.perf_counter()
     with store.writer(meta, rebuild=True) as writer:
         report = WriteReport()
@@ -147,7 +150,7 @@ def measure(settings: Settings, chunks: list[Chunk], meta: IndexMeta, factor: in
     size = store.describe()["size_bytes"]
     log(f"{settings.backend_name} x{factor}: {report.written:,} chunks, {build_seconds:.1f} s, {size / 2**20:.0f} MiB")
     queries = dev_queries()
-    embedder = Embedder(settings.model)
+    embedder = embedder_for(settings)
     searcher = Searcher(store, embedder)
     hybrid = timed_passes(lambda text: searcher.search(text, limit=5), queries, passes)
     vectors = {text: embedder.encode_query(text) for text in queries}
@@ -170,7 +173,10 @@ def measure(settings: Settings, chunks: list[Chunk], meta: IndexMeta, factor: in
         "bm25_ms": distribution(bm25),
     }
     log(f"  hybrid {figures['hybrid_query_vectors_cached_ms']}")
-    store.drop()
+    if keep and settings.backend_name == "opensearch":
+        log(f"  kept: index alias {settings.index_alias!r}")
+    else:
+        store.drop()
     return figures
 
 
@@ -220,6 +226,7 @@ def main() -> None:
     parser.add_argument("--sqlite-factors", default="1,10", help="replication factors on SQLite")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the OpenSearch indices (for experiments on them)")
     args = parser.parse_args()
     plan = [("sqlite", int(f)) for f in args.sqlite_factors.split(",") if f]
     if args.opensearch_url:
@@ -238,7 +245,7 @@ def main() -> None:
         log(f"{len(chunks):,} base chunks; plan {plan}")
         for backend, factor in plan:
             settings = bench_settings(backend, args.opensearch_url, work / f"{backend}-{factor}")
-            results["backends"][backend].append(measure(settings, chunks, meta, factor, args.passes))
+            results["backends"][backend].append(measure(settings, chunks, meta, factor, args.passes, args.keep))
             save(results, args.out)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -20,7 +20,10 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 CONFIG_FILE_NAME = "docsctl.toml"
 
 
-def _default_cache_dir() -> Path:
+QUERY_RUNTIMES = ("onnx", "torch")  # how queries are embedded (docsctl.embedding.Embedder)
+
+
+def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "docsctl"
 
 
@@ -54,8 +57,9 @@ class Settings:
     opensearch_verify: bool = True
     index_alias: str = "docsctl-chunks"
     model: str = DEFAULT_MODEL
+    query_runtime: str = "onnx"  # onnx | torch: what embeds queries (indexing always uses torch)
     data_dir: Path = field(default_factory=_default_data_dir)
-    cache_dir: Path = field(default_factory=_default_cache_dir)
+    cache_dir: Path = field(default_factory=default_cache_dir)
     shards: int = 1
     replicas: int = 0
     # The local node that `docsctl opensearch up` manages.
@@ -200,6 +204,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     settings = replace(Settings(), **values)
     if settings.backend not in {"auto", "sqlite", "opensearch"}:
         raise ConfigError(f"backend must be auto, sqlite or opensearch, not {settings.backend!r}")
+    if settings.query_runtime not in QUERY_RUNTIMES:
+        raise ConfigError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, not {settings.query_runtime!r}")
     if settings.backend_name == "opensearch" and not settings.opensearch_url:
         raise ConfigError("backend 'opensearch' needs an OpenSearch URL (--opensearch-url or DOCSCTL_OPENSEARCH_URL)")
     return settings

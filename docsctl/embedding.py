@@ -7,6 +7,7 @@ must work offline. Any other sentence-transformers model name or local path can 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sqlite3
 import threading
@@ -17,8 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from docsctl.config import DEFAULT_MODEL
+from docsctl import onnx_query
+from docsctl.config import DEFAULT_MODEL, QUERY_RUNTIMES, Settings, default_cache_dir
 from docsctl.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 BATCH_SIZE = 32
 # Threads for encoding one query. A query is a few tokens: a second thread saves 1.5-2 ms on an idle
@@ -43,11 +47,29 @@ def resolve_model_path(model: str) -> str:
 
 
 class Embedder:
-    """Encodes texts into normalized vectors. The model loads on first use, once."""
+    """Encodes texts into normalized vectors. The model loads on first use, once.
 
-    def __init__(self, model: str = DEFAULT_MODEL, query_cache_size: int = 256) -> None:
+    Batches (indexing) run on torch. Queries run on ONNX Runtime when `query_runtime` is "onnx": the
+    model is exported once under `cache_dir` (docsctl.onnx_query); when that cannot be done (no
+    onnxruntime, no fast tokenizer, an export that disagrees with torch) queries fall back to torch
+    with a warning in the log.
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        query_cache_size: int = 256,
+        *,
+        cache_dir: Path | None = None,
+        query_runtime: str = "onnx",
+    ) -> None:
+        if query_runtime not in QUERY_RUNTIMES:
+            raise ConfigError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, not {query_runtime!r}")
         self.model_name = model
+        self.query_runtime = query_runtime
+        self._models_dir = (cache_dir or default_cache_dir()) / "models"
         self._lock = threading.Lock()
+        self._setup_lock = threading.Lock()  # one export, even when the first queries come together
         self._cache_lock = threading.Lock()
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._query_cache_size = query_cache_size
@@ -69,6 +91,22 @@ class Embedder:
             return SentenceTransformer(path, device="cpu")
         except Exception as exc:  # the library raises many kinds for a bad name or folder
             raise ConfigError(f"cannot load embedding model {self.model_name!r}: {exc}") from None
+
+    @cached_property
+    def _onnx_query_encoder(self) -> onnx_query.OnnxQueryEncoder | None:
+        if self.query_runtime != "onnx":
+            return None
+        try:
+            key = onnx_query.export_key(resolve_model_path(self.model_name))
+            encoder = onnx_query.load(self._models_dir, key)
+            if encoder is None:
+                encoder = onnx_query.export(self._model, self._models_dir, key, self.encode)
+        except ConfigError:
+            raise
+        except Exception as exc:  # ImportError, OSError, ValueError, the exporter's and ONNX Runtime's own kinds
+            log.warning("queries are embedded with torch: no ONNX export of %s (%s)", self.model_name, exc)
+            return None
+        return encoder
 
     @property
     def dimension(self) -> int:
@@ -111,12 +149,24 @@ class Embedder:
             if cached is not None:
                 self._query_cache.move_to_end(text)
                 return cached
-        vector = self._encode([text], threads=QUERY_THREADS)[0].tolist()
+        with self._setup_lock:
+            onnx_encoder = self._onnx_query_encoder
+        if onnx_encoder is not None:
+            vector = onnx_encoder.encode(text).tolist()
+        else:
+            vector = self._encode([text], threads=QUERY_THREADS)[0].tolist()
         with self._cache_lock:
             self._query_cache[text] = vector
             if len(self._query_cache) > self._query_cache_size:
                 self._query_cache.popitem(last=False)
         return vector
+
+
+def embedder_for(settings: Settings, query_cache_size: int = 256) -> Embedder:
+    """The embedder the settings describe: their model, query runtime and cache folder."""
+    return Embedder(
+        settings.model, query_cache_size, cache_dir=settings.cache_dir, query_runtime=settings.query_runtime
+    )
 
 
 class EmbeddingCache:

@@ -53,9 +53,11 @@ def settings_env(settings: Settings, inherit: bool = True) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> Embedder:
-    model = Embedder()
+def embedder(embedding_cache_dir: Path) -> Embedder:
+    """The real model; queries through its ONNX export, made here once per cache folder."""
+    model = Embedder(cache_dir=embedding_cache_dir)
     model.encode(["warm up"])
+    model.encode_query("warm up")
     return model
 
 

@@ -99,6 +99,7 @@ def test_describe_shows_no_password_when_none_is_set():
         ("DOCSCTL_OPENSEARCH_PORT", "92OO", "opensearch_port"),
         ("DOCSCTL_OPENSEARCH_VERIFY", "maybe", "opensearch_verify"),
         ("DOCSCTL_BACKEND", "elastic", "backend"),
+        ("DOCSCTL_QUERY_RUNTIME", "tensorflow", "query_runtime"),
     ],
 )
 def test_bad_environment_values_are_config_errors(monkeypatch, env, value, message):

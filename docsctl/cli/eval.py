@@ -78,12 +78,12 @@ def eval_command(
         judged = load_queries(queries)
         corpora_of(judged, corpora)  # fail on bad input before loading the model or touching the index
 
-        from docsctl.embedding import Embedder, EmbeddingCache
+        from docsctl.embedding import EmbeddingCache, embedder_for
         from docsctl.evaluation.run import run_eval
         from docsctl.store import open_store
 
         store = open_store(settings)
-        embedder = Embedder(settings.model)
+        embedder = embedder_for(settings)
         cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
         try:
             with progress_bars(as_json) as advance:

@@ -61,11 +61,11 @@ def query(
     """
     with user_errors():
         settings = settings_from(config, opensearch_url, backend, data_dir)
-        from docsctl.embedding import Embedder
+        from docsctl.embedding import embedder_for
         from docsctl.server.search import Searcher
         from docsctl.store import open_store
 
-        searcher = Searcher(open_store(settings), Embedder(settings.model))
+        searcher = Searcher(open_store(settings), embedder_for(settings))
         filters = Filters(tuple(category or ()), tuple(source or ()), tuple(version or ()))
         result = searcher.search(text, limit=k, offset=offset, mode=mode, filters=filters, per_document=not all_chunks)
     if as_json:

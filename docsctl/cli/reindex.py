@@ -101,12 +101,12 @@ def reindex(
         if not resolved.targets:
             fail("no source could be read")
         targets = resolved.targets
-        from docsctl.embedding import Embedder, EmbeddingCache
+        from docsctl.embedding import EmbeddingCache, embedder_for
         from docsctl.indexer.pipeline import reindex as run_reindex
         from docsctl.store import open_store
 
         store = open_store(settings)
-        embedder = Embedder(settings.model)
+        embedder = embedder_for(settings)
         cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
         with progress_bars(as_json, lambda name: f"indexing {name}") as on_progress:
             summary = run_reindex(

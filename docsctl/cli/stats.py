@@ -120,12 +120,12 @@ def explain(
 
             raise ConfigError(f"depth must be between 1 and 10000, not {depth}")
         settings = settings_from(config, opensearch_url, backend, data_dir)
-        from docsctl.embedding import Embedder
+        from docsctl.embedding import embedder_for
         from docsctl.server.explain import explain as explain_rank
         from docsctl.server.search import Searcher
         from docsctl.store import open_store
 
-        searcher = Searcher(open_store(settings), Embedder(settings.model))
+        searcher = Searcher(open_store(settings), embedder_for(settings))
         result = explain_rank(searcher, text, path, source, depth=depth).to_dict()
     if as_json:
         print_json(result)

@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from docsctl import __version__
 from docsctl.config import Settings
-from docsctl.embedding import Embedder
+from docsctl.embedding import embedder_for
 from docsctl.errors import (
     ConfigError,
     DocsctlError,
@@ -318,7 +318,7 @@ def serve(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.
     """Load everything once, then answer MCP requests until the client goes away (stdio) or Ctrl-C (http)."""
     if transport not in TRANSPORTS:
         raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
-    searcher = Searcher(open_store(settings), Embedder(settings.model))
+    searcher = Searcher(open_store(settings), embedder_for(settings))
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the protocol: keep library chatter off it
         warm_up(searcher)
     app = create_server(searcher)
