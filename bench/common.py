@@ -155,6 +155,33 @@ def docsctl_command() -> list[str]:
     return [sys.executable, "-m", "docsctl.cli"]
 
 
+def mcp_stdio(settings: Settings) -> Any:
+    """Parameters that start `docsctl serve` (stdio) of this checkout on the index of `settings`."""
+    from mcp.client.stdio import StdioServerParameters
+
+    command = docsctl_command()
+    return StdioServerParameters(command=command[0], args=[*command[1:], "serve"], env=settings_env(settings))
+
+
+async def mcp_passes(server: Any, queries: list[str], passes: int) -> list[float]:
+    """Milliseconds of each `search_docs` call, timed by the official MCP client, over `passes` passes after
+    a warm-up pass; `server` is stdio parameters (mcp_stdio) or a streamable HTTP URL."""
+    from mcp import Client
+
+    async with Client(server, read_timeout_seconds=120) as client:
+        for text in queries:  # warm-up pass
+            await client.call_tool("search_docs", {"query": text})
+        samples = []
+        for _ in range(passes):
+            for text in queries:
+                started = time.perf_counter()
+                result = await client.call_tool("search_docs", {"query": text})
+                samples.append((time.perf_counter() - started) * 1000)
+                if result.is_error:
+                    raise RuntimeError(f"search_docs failed: {result.content[0].text}")
+        return samples
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -44,6 +44,8 @@ from common import (
     free_port,
     log,
     machine,
+    mcp_passes,
+    mcp_stdio,
     pyplot,
     rss_mb,
     settings_env,
@@ -51,8 +53,6 @@ from common import (
     wait_for_port,
     write_result,
 )
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 from docsctl.config import Settings
 from docsctl.embedding import Embedder, EmbeddingCache, embedder_for
@@ -117,26 +117,10 @@ def cli(settings: Settings, queries: list[str]) -> dict[str, Any]:
     return distribution(samples)
 
 
-async def mcp_passes(server: Any, queries: list[str], passes: int) -> list[float]:
-    async with Client(server, read_timeout_seconds=120) as client:
-        for text in queries:  # warm-up pass
-            await client.call_tool("search_docs", {"query": text})
-        samples = []
-        for _ in range(passes):
-            for text in queries:
-                started = time.perf_counter()
-                result = await client.call_tool("search_docs", {"query": text})
-                samples.append((time.perf_counter() - started) * 1000)
-                if result.is_error:
-                    raise RuntimeError(f"search_docs failed: {result.content[0].text}")
-        return samples
-
-
 def mcp(settings: Settings, queries: list[str], passes: int, work: Path) -> dict[str, Any]:
     env = settings_env(settings)
     command = docsctl_command()
-    stdio = StdioServerParameters(command=command[0], args=[*command[1:], "serve"], env=env)
-    figures: dict[str, Any] = {"mcp_stdio": distribution(asyncio.run(mcp_passes(stdio, queries, passes)))}
+    figures: dict[str, Any] = {"mcp_stdio": distribution(asyncio.run(mcp_passes(mcp_stdio(settings), queries, passes)))}
     port = free_port()
     with (work / "serve-http.log").open("w") as errlog:
         process = subprocess.Popen(

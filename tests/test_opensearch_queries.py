@@ -81,3 +81,50 @@ def test_candidate_requests_skip_highlights_and_totals():
     for body in (q.bm25_body("color", 50), q.knn_body([0.1], 50), q.knn_documents_body([0.1], 50)):
         assert "highlight" not in body and body["track_total_hits"] is False
     assert "highlight" in q.highlight_body("color", ["a"])
+
+
+def test_bm25_candidates_are_rescored_by_the_full_query():
+    body = q.bm25_body("How do I format Tabulator cells?", 50, Filters(sources=("holoviz",)))
+    assert body["query"]["bool"]["must"] == [q.candidate_query("How do I format Tabulator cells?")]
+    assert body["query"]["bool"]["filter"] == [{"terms": {"source": ["holoviz"]}}]
+    rescore = body["rescore"]["query"]
+    assert rescore["rescore_query"] == q.text_query("How do I format Tabulator cells?")
+    assert (rescore["query_weight"], rescore["rescore_query_weight"]) == (0.0, 1.0)  # hits carry its score
+
+
+def test_bm25_without_candidate_fields_is_the_full_query_alone():
+    body = q.bm25_body("color", 50, two_phase=False)
+    assert body["query"]["bool"]["must"] == [q.text_query("color")] and "rescore" not in body
+
+
+def _queried_fields(query: object) -> set[str]:
+    """Every field a query body searches, boosts stripped."""
+    if isinstance(query, list):
+        return set().union(*map(_queried_fields, query)) if query else set()
+    if not isinstance(query, dict):
+        return set()
+    found: set[str] = set()
+    for key, value in query.items():
+        if key == "multi_match":
+            found.update(spec.split("^")[0] for spec in value["fields"])
+        elif key in ("term", "match"):
+            found.update(value)
+        else:
+            found |= _queried_fields(value)
+    return found
+
+
+def test_the_first_phase_searches_the_same_fields_as_a_prunable_sum():
+    """It must match every chunk the full query matches (the same fields, nothing less), and be a plain sum,
+    which Lucene can prune (best_fields' tie breaker cannot be)."""
+    candidate = q.candidate_query("add_filter RangeSlider")
+    expected = {spec.split("^")[0] for spec in q.PROSE_FIELDS + q.CODE_FIELDS} | {"name"}
+    assert _queried_fields(candidate) == _queried_fields(q.text_query("add_filter RangeSlider")) == expected
+    kinds = [clause["multi_match"]["type"] for clause in candidate["bool"]["should"] if "multi_match" in clause]
+    assert kinds == ["most_fields", "most_fields"]
+    assert {"term": {"name": {"value": "add_filter rangeslider", "boost": q.NAME_BOOST}}} in candidate["bool"]["should"]
+
+
+@pytest.mark.parametrize("k", [5, 50, q.RESCORE_WINDOW, 4 * q.RESCORE_WINDOW])
+def test_the_rescore_window_holds_every_hit_asked_for(k):
+    assert q.bm25_body("color", k)["rescore"]["window_size"] == max(k, q.RESCORE_WINDOW) >= k
