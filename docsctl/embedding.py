@@ -50,9 +50,10 @@ class Embedder:
     """Encodes texts into normalized vectors. The model loads on first use, once.
 
     Batches (indexing) run on torch. Queries run on ONNX Runtime when `query_runtime` is "onnx": the
-    model is exported once under `cache_dir` (docsctl.onnx_query); when that cannot be done (no
-    onnxruntime, no fast tokenizer, an export that disagrees with torch) queries fall back to torch
-    with a warning in the log.
+    model is exported once under `cache_dir` (docsctl.onnx_query), in this process when it has loaded
+    torch already, else in a child process, so that a server never loads torch. When that cannot be
+    done (no onnxruntime, no fast tokenizer, an export that disagrees with torch) queries fall back to
+    torch with a warning in the log.
     """
 
     def __init__(
@@ -67,7 +68,8 @@ class Embedder:
             raise ConfigError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, not {query_runtime!r}")
         self.model_name = model
         self.query_runtime = query_runtime
-        self._models_dir = (cache_dir or default_cache_dir()) / "models"
+        self._cache_dir = cache_dir or default_cache_dir()
+        self._models_dir = self._cache_dir / "models"
         self._lock = threading.Lock()
         self._setup_lock = threading.Lock()  # one export, even when the first queries come together
         self._cache_lock = threading.Lock()
@@ -92,6 +94,11 @@ class Embedder:
         except Exception as exc:  # the library raises many kinds for a bad name or folder
             raise ConfigError(f"cannot load embedding model {self.model_name!r}: {exc}") from None
 
+    def query_encoder(self) -> onnx_query.OnnxQueryEncoder | None:
+        """The ONNX Runtime encoder of queries, made on first use (None: queries run on torch)."""
+        with self._setup_lock:
+            return self._onnx_query_encoder
+
     @cached_property
     def _onnx_query_encoder(self) -> onnx_query.OnnxQueryEncoder | None:
         if self.query_runtime != "onnx":
@@ -99,8 +106,13 @@ class Embedder:
         try:
             key = onnx_query.export_key(resolve_model_path(self.model_name))
             encoder = onnx_query.load(self._models_dir, key)
-            if encoder is None:
+            if encoder is None and "_model" in self.__dict__:  # torch is loaded here already (indexing)
                 encoder = onnx_query.export(self._model, self._models_dir, key, self.encode)
+            elif encoder is None:  # keep torch out of this process: a server lives long
+                onnx_query.export_in_child(self.model_name, self._cache_dir)
+                encoder = onnx_query.load(self._models_dir, key)
+                if encoder is None:
+                    raise ValueError("the export process made no export")
         except ConfigError:
             raise
         except Exception as exc:  # ImportError, OSError, ValueError, the exporter's and ONNX Runtime's own kinds
@@ -149,8 +161,7 @@ class Embedder:
             if cached is not None:
                 self._query_cache.move_to_end(text)
                 return cached
-        with self._setup_lock:
-            onnx_encoder = self._onnx_query_encoder
+        onnx_encoder = self.query_encoder()
         if onnx_encoder is not None:
             vector = onnx_encoder.encode(text).tolist()
         else:

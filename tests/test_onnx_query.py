@@ -27,7 +27,7 @@ def test_onnx_query_vectors_match_torch_on_every_dev_query(embedder: Embedder, s
     queries = dev_queries(shared_dir)
     by_torch = embedder.encode(queries)
     by_onnx = np.array([embedder.encode_query(text) for text in queries])
-    assert embedder._onnx_query_encoder is not None  # the export was made and used
+    assert embedder.query_encoder() is not None  # the export was made and used
     assert by_onnx.shape == by_torch.shape
     assert np.allclose(np.linalg.norm(by_onnx, axis=1), 1.0, atol=1e-5)
     assert float((by_onnx * by_torch).sum(axis=1).min()) >= onnx_query.MIN_AGREEMENT
@@ -65,8 +65,9 @@ def test_an_export_that_disagrees_with_torch_is_not_kept_and_queries_fall_back_t
 ):
     monkeypatch.setattr(onnx_query, "MIN_AGREEMENT", 1.5)  # no real export can reach a cosine of 1.5
     fallback = Embedder(cache_dir=tmp_path)
+    fallback.encode(["load torch here, as indexing does: the export is then made in this process"])
     vector = fallback.encode_query("color by hydrophobicity")
-    assert fallback._onnx_query_encoder is None
+    assert fallback.query_encoder() is None
     assert "queries are embedded with torch" in caplog.text
     assert exported_files(tmp_path) == []  # no partial files either
     assert np.allclose(vector, embedder.encode(["color by hydrophobicity"])[0], atol=1e-6)
@@ -82,3 +83,26 @@ def test_export_key_changes_with_the_model_files(tmp_path: Path):
     assert onnx_query.export_key(str(model)) != before
     assert onnx_query.export_key(resolve_model_path("all-MiniLM-L6-v2")) != before
     assert onnx_query.export_key("some/hub-model") != onnx_query.export_key("other/hub-model")
+
+
+def test_a_process_without_torch_has_a_child_make_the_export_and_never_loads_torch(tmp_path: Path, embedder: Embedder):
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from docsctl.embedding import Embedder\n"
+        f"embedder = Embedder(cache_dir=Path({str(tmp_path)!r}))\n"
+        "vector = embedder.encode_query('How do I format Tabulator cells?')\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'onnx': embedder.query_encoder() is not None,"
+        " 'vector': vector}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    answer = json.loads(done.stdout)
+    assert (answer["torch"], answer["onnx"]) == (False, True)
+    assert [name.split(".", 1)[1] for name in exported_files(tmp_path)] == ["json", "onnx", "tokenizer.json"]
+    expected = embedder.encode(["How do I format Tabulator cells?"])[0]
+    assert float(np.dot(answer["vector"], expected)) >= onnx_query.MIN_AGREEMENT
+
+
+def test_a_failed_child_export_is_one_clear_error(tmp_path: Path):
+    with pytest.raises(ValueError, match="the export process failed: .*no-such-model"):
+        onnx_query.export_in_child(str(tmp_path / "no-such-model"), tmp_path)

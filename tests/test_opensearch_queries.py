@@ -128,3 +128,11 @@ def test_the_first_phase_searches_the_same_fields_as_a_prunable_sum():
 @pytest.mark.parametrize("k", [5, 50, q.RESCORE_WINDOW, 4 * q.RESCORE_WINDOW])
 def test_the_rescore_window_holds_every_hit_asked_for(k):
     assert q.bm25_body("color", k)["rescore"]["window_size"] == max(k, q.RESCORE_WINDOW) >= k
+
+
+def test_highlights_fetch_the_chunks_by_id_and_give_the_words_to_the_highlighter_only():
+    body = q.highlight_body("How do I format Tabulator cells?", ["a", "b"])
+    assert body["query"] == {"ids": {"values": ["a", "b"]}} and body["size"] == 2
+    assert body["highlight"]["highlight_query"]["multi_match"]["query"] == "How do I format Tabulator cells?"
+    assert "highlight_query" not in q.highlight_body("   ", ["a"])["highlight"]  # nothing to mark: opening fragments
+    assert "highlight_query" not in q.HIGHLIGHT  # the shared settings are not altered

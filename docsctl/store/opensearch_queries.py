@@ -167,19 +167,15 @@ def knn_documents_body(vector: Vector, k: int, filters: Filters | None = None) -
 
 
 def highlight_body(text: str, chunk_ids: list[str]) -> dict[str, Any]:
-    """Highlights for chosen chunks; `no_match_size` gives an opening fragment where no term matches."""
+    """Highlights for chosen chunks; `no_match_size` gives an opening fragment where no term matches.
+
+    The chunks are fetched by id alone and the query words go to the highlighter only: scoring them over
+    the whole index, only to keep five chunks, cost 1-3 ms more at 664,000 chunks (same highlights)."""
     text = clean_query_text(text)
-    return {
-        "size": len(chunk_ids),
-        "query": {
-            "bool": {
-                "filter": [{"ids": {"values": chunk_ids}}],
-                "should": [{"multi_match": {"query": text, "fields": ["content", "content.code"]}}] if text else [],
-            }
-        },
-        "highlight": HIGHLIGHT,
-        "_source": False,
-    }
+    highlight = dict(HIGHLIGHT)
+    if text:
+        highlight["highlight_query"] = {"multi_match": {"query": text, "fields": ["content", "content.code"]}}
+    return {"size": len(chunk_ids), "query": {"ids": {"values": chunk_ids}}, "highlight": highlight, "_source": False}
 
 
 def document_body(path: str, source: str | None, version: str | None) -> dict[str, Any]:
