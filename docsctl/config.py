@@ -23,6 +23,13 @@ CONFIG_FILE_NAME = "docsctl.toml"
 QUERY_RUNTIMES = ("onnx", "torch")  # how queries are embedded (docsctl.embedding.Embedder)
 
 
+def check_query_runtime(value: str) -> str:
+    """`value` when it names a query runtime; ConfigError otherwise."""
+    if value not in QUERY_RUNTIMES:
+        raise ConfigError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, not {value!r}")
+    return value
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "docsctl"
 
@@ -204,8 +211,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     settings = replace(Settings(), **values)
     if settings.backend not in {"auto", "sqlite", "opensearch"}:
         raise ConfigError(f"backend must be auto, sqlite or opensearch, not {settings.backend!r}")
-    if settings.query_runtime not in QUERY_RUNTIMES:
-        raise ConfigError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, not {settings.query_runtime!r}")
+    check_query_runtime(settings.query_runtime)
     if settings.backend_name == "opensearch" and not settings.opensearch_url:
         raise ConfigError("backend 'opensearch' needs an OpenSearch URL (--opensearch-url or DOCSCTL_OPENSEARCH_URL)")
     return settings

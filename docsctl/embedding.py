@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from docsctl import onnx_query
-from docsctl.config import DEFAULT_MODEL, QUERY_RUNTIMES, Settings, default_cache_dir
+from docsctl.config import DEFAULT_MODEL, Settings, check_query_runtime, default_cache_dir
 from docsctl.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -64,10 +64,8 @@ class Embedder:
         cache_dir: Path | None = None,
         query_runtime: str = "onnx",
     ) -> None:
-        if query_runtime not in QUERY_RUNTIMES:
-            raise ConfigError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, not {query_runtime!r}")
         self.model_name = model
-        self.query_runtime = query_runtime
+        self.query_runtime = check_query_runtime(query_runtime)
         self._cache_dir = cache_dir or default_cache_dir()
         self._models_dir = self._cache_dir / "models"
         self._lock = threading.Lock()
