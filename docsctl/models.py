@@ -91,6 +91,12 @@ class Chunk:
         return data
 
     @classmethod
+    def brief(cls, chunk_id: str, doc_id: str, names: list[str]) -> Chunk:
+        """A stand-in holding what ranking needs (identity, document, names); every other field is empty
+        until the chunk is fetched whole (Store.page)."""
+        return cls(chunk_id, doc_id, "", "", "", [], "", "", "", 0, "", "", names=list(names))
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Chunk:
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
         return cls(**known)

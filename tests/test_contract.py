@@ -93,6 +93,10 @@ def all_ids(store) -> set[str]:
     return {chunk.chunk_id for chunk in store.iter_chunks(with_embedding=False)}
 
 
+def highlights(store, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
+    return {chunk_id: hit.highlights for chunk_id, hit in store.page(text, chunk_ids).items()}
+
+
 def by_id(chunks: list[Chunk], wanted: str) -> Chunk:
     return next(chunk for chunk in chunks if chunk.chunk_id == wanted)
 
@@ -134,7 +138,7 @@ def test_reads_on_a_store_without_index_raise_index_missing(store, embedder):
     reads = [
         lambda: store.bm25("color", k=3),
         lambda: store.knn(vector, k=3),
-        lambda: store.highlight("color", [chunk_id("chimerax", COLOR, 0)]),
+        lambda: store.page("color", [chunk_id("chimerax", COLOR, 0)]),
         lambda: store.lookup("color"),
         lambda: store.get_chunk(chunk_id("chimerax", COLOR, 0)),
         lambda: store.get_document(COLOR),
@@ -222,7 +226,7 @@ def test_user_text_is_never_parsed_as_syntax(filled, query):
     assert isinstance(hits, list)
     assert len(hits) <= 5
     wanted = chunk_id("chimerax", COLOR, 0)
-    assert set(filled.highlight(query, [wanted])) == {wanted}
+    assert set(filled.page(query, [wanted])) == {wanted}
 
 
 @pytest.mark.parametrize("query", ["", "   ", "*", "?!", "()"])
@@ -328,12 +332,38 @@ def test_filters_apply_before_the_top_k(store, sample_chunks):
     assert ids(store.knn(near.embedding, k=3, filters=only_rare)) == ["rare#0"]
 
 
+# -- the page: whole chunks, highlighted; brief candidates -----------------------------------------
+
+
+def test_page_gives_the_chunks_whole(filled, chunks):
+    wanted = [chunk_id("chimerax", COLOR, 1), chunk_id("panel", TABULATOR, 1, "1.5")]
+    page = filled.page("color", [*wanted, "no-such-chunk"])
+    assert set(page) == set(wanted)  # unknown ids are left out
+    for chunk_id_ in wanted:
+        stored, expected = page[chunk_id_].chunk, by_id(chunks, chunk_id_)
+        assert stored.to_dict() | {"indexed_at": ""} == expected.to_dict() | {"indexed_at": ""}
+    assert filled.page("color", []) == {}
+
+
+def test_brief_hits_rank_as_whole_ones_and_carry_what_fusion_needs(filled, embedder):
+    vector = embedder.encode_query("color protein by chain")
+    for whole, brief in (
+        (filled.bm25("color protein by chain", k=8), filled.bm25("color protein by chain", k=8, brief=True)),
+        (filled.knn(vector, k=8), filled.knn(vector, k=8, brief=True)),
+    ):
+        assert ids(brief) == ids(whole) and len(whole) >= 5
+        for short, full in zip(brief, whole, strict=True):
+            assert short.chunk.doc_id == full.chunk.doc_id
+            assert sorted(map(str.lower, short.chunk.names)) == sorted(map(str.lower, full.chunk.names))
+            assert short.score == pytest.approx(full.score)
+
+
 # -- highlight ------------------------------------------------------------------------------------
 
 
 def test_highlight_wraps_query_terms_in_em(filled):
     wanted = chunk_id("chimerax", "user/commands/transparency.html", 0)
-    fragments = filled.highlight("transparent surfaces", [wanted])[wanted]
+    fragments = highlights(filled, "transparent surfaces", [wanted])[wanted]
     assert fragments
     joined = " ".join(fragments).lower()
     assert "<em>transparent</em>" in joined
@@ -342,13 +372,13 @@ def test_highlight_wraps_query_terms_in_em(filled):
 
 def test_highlight_marks_stemmed_matches(filled):
     wanted = chunk_id("chimerax", COLOR, 1)
-    fragments = filled.highlight("colors", [wanted])[wanted]
+    fragments = highlights(filled, "colors", [wanted])[wanted]
     assert "<em>coloring</em>" in " ".join(fragments).lower()
 
 
 def test_highlight_without_a_match_shows_the_opening(filled, chunks):
     matched, unmatched = chunk_id("chimerax", COLOR, 1), chunk_id("panel", LOAD, 1, "1.5")
-    result = filled.highlight("bychain", [matched, unmatched])
+    result = highlights(filled, "bychain", [matched, unmatched])
     assert set(result) == {matched, unmatched}
     opening = result[unmatched]
     assert len(opening) >= 1
@@ -362,7 +392,7 @@ def test_highlight_without_a_match_shows_the_opening(filled, chunks):
 def test_highlight_fragments_are_text_of_the_chunk(filled, chunks):
     wanted = chunk_id("panel", TABULATOR, 1, "1.5")
     content = " ".join(by_id(chunks, wanted).content.split())
-    for fragment in filled.highlight("widget column rows", [wanted])[wanted]:
+    for fragment in highlights(filled, "widget column rows", [wanted])[wanted]:
         assert plain(fragment) in content
 
 

@@ -73,14 +73,21 @@ def test_document_knn_searches_the_document_vectors_with_the_filters_inside():
     knn = body["query"]["knn"]["doc_embedding"]
     assert knn["k"] == body["size"] == 9
     assert knn["filter"]["bool"]["filter"] == q.filter_clauses(filters)
-    assert body["_source"] == ["doc_id"]  # ids and scores only: the vectors stay on the node
+    assert body["_source"] is False and body["docvalue_fields"] == ["doc_id"]  # ids and scores only
     assert "doc_embedding" in q.SOURCE_EXCLUDES["excludes"]  # and out of every chunk a search returns
 
 
 def test_candidate_requests_skip_highlights_and_totals():
     for body in (q.bm25_body("color", 50), q.knn_body([0.1], 50), q.knn_documents_body([0.1], 50)):
         assert "highlight" not in body and body["track_total_hits"] is False
-    assert "highlight" in q.highlight_body("color", ["a"])
+    assert "highlight" in q.page_body("color", ["a"])
+
+
+def test_brief_candidates_read_doc_values_instead_of_the_stored_chunk():
+    for body in (q.bm25_body("color", 50, brief=True), q.knn_body([0.1], 50, brief=True)):
+        assert body["_source"] is False and body["docvalue_fields"] == ["doc_id", "name"]
+    for body in (q.bm25_body("color", 50), q.knn_body([0.1], 50)):
+        assert body["_source"] == q.SOURCE_EXCLUDES and "docvalue_fields" not in body
 
 
 def test_bm25_candidates_are_rescored_by_the_full_query():
@@ -130,9 +137,10 @@ def test_the_rescore_window_holds_every_hit_asked_for(k):
     assert q.bm25_body("color", k)["rescore"]["window_size"] == max(k, q.RESCORE_WINDOW) >= k
 
 
-def test_highlights_fetch_the_chunks_by_id_and_give_the_words_to_the_highlighter_only():
-    body = q.highlight_body("How do I format Tabulator cells?", ["a", "b"])
+def test_the_page_fetches_its_chunks_by_id_and_gives_the_words_to_the_highlighter_only():
+    body = q.page_body("How do I format Tabulator cells?", ["a", "b"])
     assert body["query"] == {"ids": {"values": ["a", "b"]}} and body["size"] == 2
+    assert body["_source"] == q.SOURCE_EXCLUDES  # whole chunks, without their vectors
     assert body["highlight"]["highlight_query"]["multi_match"]["query"] == "How do I format Tabulator cells?"
-    assert "highlight_query" not in q.highlight_body("   ", ["a"])["highlight"]  # nothing to mark: opening fragments
+    assert "highlight_query" not in q.page_body("   ", ["a"])["highlight"]  # nothing to mark: opening fragments
     assert "highlight_query" not in q.HIGHLIGHT  # the shared settings are not altered

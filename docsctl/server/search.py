@@ -1,5 +1,5 @@
-"""Search: store.bm25 + store.knn (+ store.knn_documents for questions) -> fusion -> one hit per document
--> highlights."""
+"""Search: store.bm25 + store.knn (+ store.knn_documents for questions), brief candidates -> fusion -> one hit
+per document -> store.page fetches the page's chunks whole, with highlights."""
 
 from __future__ import annotations
 
@@ -128,7 +128,9 @@ def fuse_documents(
     lists = {"bm25": collapse_by_document(bm25_hits), "knn": collapse_by_document(knn_hits)}
     if mentioned and weights.get("name", 0.0) > 0:
         wanted = set(mentioned)
-        lists["name"] = [replace(hit, score=1.0) for hit in chunk_order if wanted.intersection(hit.chunk.names)]
+        lists["name"] = [
+            replace(hit, score=1.0) for hit in chunk_order if wanted.intersection(map(str.lower, hit.chunk.names))
+        ]
     for name, doc_ids in (doc_rankings or {}).items():
         lists[name] = [shown[doc_id] for doc_id in doc_ids if doc_id in shown]
     fused = _fused(lists, lambda hit: hit.chunk.doc_id, weights, method, k)
@@ -218,23 +220,22 @@ class Searcher:
         if mode == "hybrid":
             # The BM25 request runs while the query is embedded and k-NN runs, the document ranking beside
             # k-NN: they wait on I/O or torch, which release the GIL (bench/README.md, "Performance").
-            pending_bm25 = self._pool.submit(self.retrieve, "bm25", text, depth, filters)
+            pending_bm25 = self._pool.submit(self.retrieve, "bm25", text, depth, filters, brief=True)
             vector = self.embedder.encode_query(text)
             pending_documents = (
                 self._pool.submit(self.document_ranking, vector, depth, filters)
                 if self.uses_document_ranking(text, per_document)
                 else None
             )
-            knn_hits = self.retrieve("knn", text, depth, filters, vector)
+            knn_hits = self.retrieve("knn", text, depth, filters, vector, brief=True)
             bm25_hits = pending_bm25.result()
             documents = pending_documents.result() if pending_documents else []
             hits = self.fuse_ranked(text, bm25_hits, knn_hits, per_document, documents)
         else:
-            hits = self.retrieve(mode, text, depth, filters)
+            hits = self.retrieve(mode, text, depth, filters, brief=True)
         if per_document:
             hits = collapse_by_document(hits)
-        page = hits[offset : offset + limit]
-        self._add_highlights(text, page)
+        page = self.complete(text, hits[offset : offset + limit])
         if not hits:
             self.check_filters(filters)
         return SearchResult(text, mode, page, len(hits), (time.perf_counter() - started) * 1000, filters)
@@ -269,28 +270,38 @@ class Searcher:
         return fuse(bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k)
 
     def retrieve(
-        self, retriever: str, text: str, depth: int, filters: Filters, vector: Vector | None = None
+        self,
+        retriever: str,
+        text: str,
+        depth: int,
+        filters: Filters,
+        vector: Vector | None = None,
+        *,
+        brief: bool = False,
     ) -> list[Hit]:
         """One retriever's (bm25 | knn) top `depth` chunks, each with its rank in `ranks`; knn embeds `text`
-        unless given its `vector`."""
+        unless given its `vector`. `brief`: the chunks may be stand-ins (Store.bm25), for complete()."""
         if retriever == "bm25":
-            hits = self.store.bm25(text, depth, filters)
+            hits = self.store.bm25(text, depth, filters, brief=brief)
         else:
-            hits = self.store.knn(self.embedder.encode_query(text) if vector is None else vector, depth, filters)
+            vector = self.embedder.encode_query(text) if vector is None else vector
+            hits = self.store.knn(vector, depth, filters, brief=brief)
         return [replace(hit, ranks={retriever: rank}) for rank, hit in enumerate(hits, start=1)]
 
     def document_ranking(self, vector: Vector, depth: int, filters: Filters) -> list[str]:
         """Document ids by the similarity of their centroid to the query `vector`, best first."""
         return [doc_id for doc_id, _ in self.store.knn_documents(vector, depth, filters)]
 
-    def _add_highlights(self, text: str, hits: list[Hit]) -> None:
-        missing = [hit.chunk.chunk_id for hit in hits if not hit.highlights]
-        if not missing:
-            return
-        fragments = self.store.highlight(text, missing)
-        for hit in hits:
-            if not hit.highlights:
-                hit.highlights = fragments.get(hit.chunk.chunk_id, [])
+    def complete(self, text: str, hits: list[Hit]) -> list[Hit]:
+        """The hits with their chunks fetched whole and highlighted for `text`; scores and ranks kept."""
+        if not hits:
+            return []
+        shown = self.store.page(text, [hit.chunk.chunk_id for hit in hits])
+        return [
+            replace(hit, chunk=shown[hit.chunk.chunk_id].chunk, highlights=shown[hit.chunk.chunk_id].highlights)
+            for hit in hits
+            if hit.chunk.chunk_id in shown  # removed between the two requests by a concurrent reindex
+        ]
 
     def effective_filters(self, filters: Filters) -> Filters:
         """The filters search() applies: without a version filter, a source indexed in several versions is

@@ -71,18 +71,24 @@ class Store(Protocol):
         """Open a writer. rebuild=True (or no live index) builds a new index and swaps it in on exit."""
         ...
 
-    def bm25(self, text: str, k: int, filters: Filters | None = None) -> list[Hit]: ...
+    def bm25(self, text: str, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:
+        """The k chunks that best match the words of `text`. With `brief`, a backend may return stand-ins
+        (Chunk.brief: id, document, names, maybe lowercased; what fusion needs), leaving the rest to `page`."""
+        ...
 
-    def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]: ...
+    def knn(self, vector: Vector, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:
+        """The k chunks whose vectors are nearest `vector`; `brief` as for bm25."""
+        ...
 
     def knn_documents(self, vector: Vector, k: int, filters: Filters | None = None) -> list[tuple[str, float]]:
         """The k documents whose centroid (docsctl.store.doc_vectors: the normalized mean of their chunks'
         vectors) is most similar to `vector`, best first, as (doc_id, score); scores as knn's."""
         ...
 
-    def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
-        """Fragments of each chunk's content around the terms of `text`, matches wrapped in <em>…</em>.
-        A chunk with no matching term gets its opening words, so every hit has something to show."""
+    def page(self, text: str, chunk_ids: list[str]) -> dict[str, Hit]:
+        """The chunks shown for a search, by id: each whole, with fragments of its content around the
+        terms of `text`, matches wrapped in <em>…</em> (score 0). A chunk with no matching term gets its
+        opening words, so every hit has something to show. Unknown ids are left out."""
         ...
 
     def lookup(self, name: str, sources: Iterable[str] = ()) -> list[Chunk]:

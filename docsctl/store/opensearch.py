@@ -84,6 +84,11 @@ def _from_source(source: dict[str, Any]) -> Chunk:
     return Chunk.from_dict(data)
 
 
+def _brief_chunk(hit: dict[str, Any]) -> Chunk:
+    fields = hit.get("fields", {})
+    return Chunk.brief(hit["_id"], fields["doc_id"][0], fields.get("name", []))
+
+
 def _highlights(hit: dict[str, Any]) -> list[str]:
     return list(hit.get("highlight", {}).get("content", []))
 
@@ -365,24 +370,24 @@ class OpenSearchStore:
         with self._errors():
             return self.client.search(index=self.alias, body=body)
 
-    def _hits(self, response: dict[str, Any]) -> list[Hit]:
+    def _hits(self, response: dict[str, Any], brief: bool = False) -> list[Hit]:
         return [
             Hit(
-                chunk=_from_source(hit["_source"]),
+                chunk=_brief_chunk(hit) if brief else _from_source(hit["_source"]),
                 score=float(hit["_score"] or 0.0),
                 highlights=_highlights(hit),
             )
             for hit in response["hits"]["hits"]
         ]
 
-    def bm25(self, text: str, k: int, filters: Filters | None = None) -> list[Hit]:
+    def bm25(self, text: str, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:
         if not q.clean_query_text(text):
             self._require_index()
             return []
-        return self._hits(self._search(q.bm25_body(text, k, filters)))
+        return self._hits(self._search(q.bm25_body(text, k, filters, brief=brief)), brief)
 
-    def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]:
-        return self._hits(self._search(q.knn_body(vector, k, filters)))
+    def knn(self, vector: Vector, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:
+        return self._hits(self._search(q.knn_body(vector, k, filters, brief=brief)), brief)
 
     def knn_documents(self, vector: Vector, k: int, filters: Filters | None = None) -> list[tuple[str, float]]:
         with self._errors():
@@ -392,13 +397,14 @@ class OpenSearchStore:
                 if "doc_embedding" in json.dumps(exc.info):  # an index from before document vectors (mapping
                     return []  # version 2): search goes on without them until the next reindex rebuilds it
                 raise
-        return [(hit["_source"]["doc_id"], float(hit["_score"] or 0.0)) for hit in response["hits"]["hits"]]
+        return [(hit["fields"]["doc_id"][0], float(hit["_score"] or 0.0)) for hit in response["hits"]["hits"]]
 
-    def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
+    def page(self, text: str, chunk_ids: list[str]) -> dict[str, Hit]:
         if not chunk_ids:
             return {}
-        response = self._search(q.highlight_body(text, chunk_ids))
-        return {hit["_id"]: _highlights(hit) for hit in response["hits"]["hits"]}
+        response = self._search(q.page_body(text, chunk_ids))
+        hits = response["hits"]["hits"]
+        return {hit["_id"]: Hit(_from_source(hit["_source"]), 0.0, _highlights(hit)) for hit in hits}
 
     def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:
         """How bm25(text) scores one chunk, from the `_explain` API: its score and the fields (with the

@@ -43,6 +43,15 @@ HIGHLIGHT = {
     },
 }
 SOURCE_EXCLUDES = {"excludes": ["embedding", "doc_embedding"]}
+# What a brief hit carries (Store.bm25/knn with brief=True): fusion needs only the chunk's document and
+# names, read from doc values; skipping the stored _source of 50 candidates per request saved 1-2 ms of
+# the node's time per request and 2-4 ms of wall time at corpus size (bench/README.md, "Session 4").
+BRIEF_FIELDS = ["doc_id", "name"]
+
+
+def _fetch(brief: bool) -> dict[str, Any]:
+    """The fetch part of a candidates request: doc values only when `brief`, else the chunk without vectors."""
+    return {"_source": False, "docvalue_fields": BRIEF_FIELDS} if brief else {"_source": SOURCE_EXCLUDES}
 
 
 def clean_query_text(text: str) -> str:
@@ -126,17 +135,19 @@ def candidate_query(text: str) -> dict[str, Any]:
     }
 
 
-def bm25_body(text: str, k: int, filters: Filters | None = None, *, two_phase: bool = True) -> dict[str, Any]:
+def bm25_body(
+    text: str, k: int, filters: Filters | None = None, *, two_phase: bool = True, brief: bool = False
+) -> dict[str, Any]:
     """Candidates only: the best of candidate_query re-scored by text_query (hits carry text_query's
     score), or, with `two_phase` off, text_query alone (bench/bm25_phases.py compares the two); no
-    highlights (highlight_body marks the few hits shown; highlighting every candidate cost more than the
+    highlights (page_body marks the few hits shown; highlighting every candidate cost more than the
     query itself) and no total count, which lets Lucene skip blocks of documents that cannot reach the top."""
     first = candidate_query(text) if two_phase else text_query(text)
     body: dict[str, Any] = {
         "size": k,
         "query": {"bool": {"must": [first], "filter": filter_clauses(filters)}},
         "track_total_hits": False,
-        "_source": SOURCE_EXCLUDES,
+        **_fetch(brief),
     }
     if two_phase:
         body["rescore"] = {
@@ -155,19 +166,20 @@ def _knn_query(field: str, vector: Vector, k: int, filters: Filters | None) -> d
     return {"knn": {field: knn}}
 
 
-def knn_body(vector: Vector, k: int, filters: Filters | None = None) -> dict[str, Any]:
+def knn_body(vector: Vector, k: int, filters: Filters | None = None, *, brief: bool = False) -> dict[str, Any]:
     query = _knn_query("embedding", vector, k, filters)
-    return {"size": k, "query": query, "track_total_hits": False, "_source": SOURCE_EXCLUDES}
+    return {"size": k, "query": query, "track_total_hits": False, **_fetch(brief)}
 
 
 def knn_documents_body(vector: Vector, k: int, filters: Filters | None = None) -> dict[str, Any]:
     """k-NN over document centroids: only each document's first chunk carries `doc_embedding`."""
     query = _knn_query("doc_embedding", vector, k, filters)
-    return {"size": k, "query": query, "track_total_hits": False, "_source": ["doc_id"]}
+    return {"size": k, "query": query, "track_total_hits": False, "_source": False, "docvalue_fields": ["doc_id"]}
 
 
-def highlight_body(text: str, chunk_ids: list[str]) -> dict[str, Any]:
-    """Highlights for chosen chunks; `no_match_size` gives an opening fragment where no term matches.
+def page_body(text: str, chunk_ids: list[str]) -> dict[str, Any]:
+    """The chosen chunks whole, with highlights; `no_match_size` gives an opening fragment where no term
+    matches.
 
     The chunks are fetched by id alone and the query words go to the highlighter only: scoring them over
     the whole index, only to keep five chunks, cost 1-3 ms more at 664,000 chunks (same highlights)."""
@@ -175,7 +187,12 @@ def highlight_body(text: str, chunk_ids: list[str]) -> dict[str, Any]:
     highlight = dict(HIGHLIGHT)
     if text:
         highlight["highlight_query"] = {"multi_match": {"query": text, "fields": ["content", "content.code"]}}
-    return {"size": len(chunk_ids), "query": {"ids": {"values": chunk_ids}}, "highlight": highlight, "_source": False}
+    return {
+        "size": len(chunk_ids),
+        "query": {"ids": {"values": chunk_ids}},
+        "highlight": highlight,
+        "_source": SOURCE_EXCLUDES,
+    }
 
 
 def document_body(path: str, source: str | None, version: str | None) -> dict[str, Any]:

@@ -559,7 +559,8 @@ class SqliteStore:
 
     # -- search -----------------------------------------------------------------------------------
 
-    def bm25(self, text: str, k: int, filters: Filters | None = None) -> list[Hit]:
+    def bm25(self, text: str, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:
+        # `brief` changes nothing here: the rows are local, and whole chunks cost no more to read.
         prose, code = prose_terms(text), code_query_terms(text)
         name = " ".join(text.split()).lower()
         with self._reading() as conn:
@@ -587,7 +588,7 @@ class SqliteStore:
             ranked = heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
             sql = f"SELECT c.id, {_COLUMNS} FROM chunks c"
             rows = {row[0]: row[1:] for row in _select_in(conn, sql, "c.id", [rowid for rowid, _ in ranked])}
-        # No highlights here: callers ask highlight() for the few hits they show (bm25 runs deep for fusion).
+        # No highlights here: callers ask page() for the few hits they show (bm25 runs deep for fusion).
         return [Hit(chunk=_chunk_from_row(rows[rowid]), score=score) for rowid, score in ranked]
 
     def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:
@@ -656,7 +657,7 @@ class SqliteStore:
         norm = float(np.linalg.norm(query))
         return query / norm if norm else None
 
-    def knn(self, vector: Vector, k: int, filters: Filters | None = None) -> list[Hit]:
+    def knn(self, vector: Vector, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:
         with self._reading() as conn:
             cache = self._vector_cache(conn)
             query = self._unit_query(vector, cache)
@@ -678,15 +679,16 @@ class SqliteStore:
             best = _top_rows(centroids @ query, cache.mask(filters, codes), k)
         return [(cache.doc_ids[row], score) for row, score in best]
 
-    def highlight(self, text: str, chunk_ids: list[str]) -> dict[str, list[str]]:
+    def page(self, text: str, chunk_ids: list[str]) -> dict[str, Hit]:
         with self._reading() as conn:
             if not chunk_ids:
                 return {}
-            rows = _select_in(
-                conn, "SELECT id, chunk_id, content FROM chunks", "chunk_id", list(dict.fromkeys(chunk_ids))
-            )
-            shown = self._fragments(conn, prose_terms(text), code_query_terms(text), {row[0]: row[2] for row in rows})
-        return {chunk_id: shown[rowid] for rowid, chunk_id, _ in rows}
+            sql = f"SELECT c.id, {_COLUMNS} FROM chunks c"
+            found = _select_in(conn, sql, "c.chunk_id", list(dict.fromkeys(chunk_ids)))
+            rows = {row[0]: _chunk_from_row(row[1:]) for row in found}
+            contents = {rowid: chunk.content for rowid, chunk in rows.items()}
+            shown = self._fragments(conn, prose_terms(text), code_query_terms(text), contents)
+        return {chunk.chunk_id: Hit(chunk, 0.0, shown[rowid]) for rowid, chunk in rows.items()}
 
     def _fragments(
         self, conn: sqlite3.Connection, prose: list[str], code: list[str], contents: dict[int, str]
