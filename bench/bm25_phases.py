@@ -11,8 +11,9 @@ the two request bodies pass by pass so that both see the same machine:
     others, which Lucene must score for every chunk holding any query word), as before this change;
   - two phases (shipped, `opensearch_queries.bm25_body`): `candidate_query` (a plain sum over the same
     fields, which Lucene prunes) picks the top RESCORE_WINDOW, and `text_query` re-scores them;
+  - two phases, whole: the same, but its 50 candidates fetched whole rather than brief (doc values);
 measured: whether the top 10 and top 50 chunk ids are identical, the BM25 request's latency (store.bm25,
-50 candidates) and hybrid search's (Searcher.search, limit 5, query vectors cached, as bench/scale.py).
+50 brief candidates) and hybrid search's (Searcher.search, limit 5, query vectors cached, as bench/scale.py).
 --mcp adds `search_docs` over MCP stdio against `docsctl serve` on ALIAS (two phases; warm, client-timed).
 Prints JSON (and writes it to --out).
 """
@@ -49,16 +50,22 @@ CANDIDATES = 50
 shipped_body = queries_module.bm25_body
 
 
-def body_of(two_phase: bool) -> Callable[..., dict[str, Any]]:
-    """bm25_body with its phases fixed, whatever the store asks for."""
+def body_of(two_phase: bool, whole: bool = False) -> Callable[..., dict[str, Any]]:
+    """bm25_body with its phases fixed, whatever the store asks for; `whole`: candidates carry their
+    whole chunk even where the caller asks for brief ones (as before brief candidates)."""
 
-    def body(text: str, k: int, filters: Filters | None = None, **_: Any) -> dict[str, Any]:
-        return shipped_body(text, k, filters, two_phase=two_phase)
+    def body(text: str, k: int, filters: Filters | None = None, *, brief: bool = False, **_: Any) -> dict[str, Any]:
+        body = shipped_body(text, k, filters, two_phase=two_phase, brief=brief and not whole)
+        if brief and whole:  # the stored chunk is fetched too, and ignored: its cost is what is measured
+            body["docvalue_fields"] = queries_module.BRIEF_FIELDS
+        return body
 
     return body
 
 
-BODIES = {"one_phase": body_of(False), "two_phases": body_of(True)}
+# "two_phases_whole" is the shipped BM25 request with whole chunks fetched for all 50 candidates (k-NN's
+# candidates stay brief): what brief candidates save on the BM25 side, the slower half at scale.
+BODIES = {"one_phase": body_of(False), "two_phases": body_of(True), "two_phases_whole": body_of(True, whole=True)}
 
 
 def main() -> None:
@@ -83,6 +90,7 @@ def main() -> None:
         return {q.id: [hit.chunk.chunk_id for hit in store.bm25(q.query, CANDIDATES, filters[q.id])] for q in judged}
 
     rankings = {name: top_ids(name) for name in BODIES}
+    assert rankings["two_phases"] == rankings["two_phases_whole"]  # same request but for what is fetched
     same_10 = sum(rankings["one_phase"][q.id][:10] == rankings["two_phases"][q.id][:10] for q in judged)
     same_50 = sum(rankings["one_phase"][q.id] == rankings["two_phases"][q.id] for q in judged)
     log(f"identical top 10: {same_10}/{len(judged)}, top 50: {same_50}/{len(judged)}")
@@ -95,7 +103,7 @@ def main() -> None:
         for name, body in BODIES.items():
             queries_module.bm25_body = body
             for query in judged:
-                bm25_ms = _timed(lambda q=query: store.bm25(q.query, CANDIDATES, filters[q.id]))
+                bm25_ms = _timed(lambda q=query: store.bm25(q.query, CANDIDATES, filters[q.id], brief=True))
                 hybrid_ms = _timed(lambda q=query: searcher.search(q.query, limit=5, filters=q_filters(q)))
                 if number:
                     samples[name]["bm25"].append(bm25_ms)

@@ -82,6 +82,16 @@ def _fused(lists: dict[str, list[Hit]], key_of, weights: Mapping[str, float], me
     return min_max_fusion({name: [(key_of(hit), hit.score) for hit in hits] for name, hits in lists.items()}, weights)
 
 
+def _chunk_fusion(
+    bm25_hits: list[Hit], knn_hits: list[Hit], weights: Mapping[str, float], method: str, k: int
+) -> list[tuple[Hit, Fused]]:
+    """Each fused chunk, best first, as its hit (bm25's where both lists have it) and its fusion result."""
+    by_id = {hit.chunk.chunk_id: hit for hit in knn_hits}
+    by_id.update({hit.chunk.chunk_id: hit for hit in bm25_hits})
+    lists = {"bm25": bm25_hits, "knn": knn_hits}
+    return [(by_id[item.key], item) for item in _fused(lists, lambda hit: hit.chunk.chunk_id, weights, method, k)]
+
+
 def fuse(
     bm25_hits: list[Hit],
     knn_hits: list[Hit],
@@ -91,11 +101,8 @@ def fuse(
     k: int = RRF_K,
 ) -> list[Hit]:
     """Fusion of two chunk lists (reciprocal rank fusion by default); bm25 highlights are kept."""
-    by_id = {hit.chunk.chunk_id: hit for hit in knn_hits}
-    by_id.update({hit.chunk.chunk_id: hit for hit in bm25_hits})
-    lists = {"bm25": bm25_hits, "knn": knn_hits}
-    fused = _fused(lists, lambda hit: hit.chunk.chunk_id, weights or FUSION_WEIGHTS, method, k)
-    return [replace(by_id[item.key], score=item.score, ranks=item.ranks) for item in fused]
+    fused = _chunk_fusion(bm25_hits, knn_hits, weights or FUSION_WEIGHTS, method, k)
+    return [replace(hit, score=item.score, ranks=item.ranks) for hit, item in fused]
 
 
 def fuse_documents(
@@ -123,8 +130,11 @@ def fuse_documents(
     documents among the candidates are ranked (bench/doc_vectors.py measures one such ranking).
     """
     weights = weights or FUSION_WEIGHTS
-    chunk_order = collapse_by_document(fuse(bm25_hits, knn_hits, weights, method=method, k=k))
-    shown = {hit.chunk.doc_id: hit for hit in chunk_order}
+    best: dict[str, tuple[Hit, Fused]] = {}  # each document's best chunk in chunk-level fusion, in that order
+    for hit, item in _chunk_fusion(bm25_hits, knn_hits, weights, method, k):
+        best.setdefault(hit.chunk.doc_id, (hit, item))
+    shown = {doc_id: replace(hit, score=item.score, ranks=item.ranks) for doc_id, (hit, item) in best.items()}
+    chunk_order = list(shown.values())
     lists = {"bm25": collapse_by_document(bm25_hits), "knn": collapse_by_document(knn_hits)}
     if mentioned and weights.get("name", 0.0) > 0:
         wanted = set(mentioned)

@@ -40,6 +40,7 @@ from docsctl.store.doc_vectors import CentroidAccumulator
 
 BULK_CHUNK = 200
 REQUEST_TIMEOUT_SECONDS = 30
+CONNECTIONS = 16  # kept open to the cluster per store: concurrent requests reuse them
 LONG_REQUEST_SECONDS = 900  # copying a whole index in a rebuild
 BULK_RETRIES = 3
 
@@ -191,6 +192,10 @@ class OpenSearchStore:
                 timeout=REQUEST_TIMEOUT_SECONDS,
                 max_retries=1,
                 retry_on_timeout=True,
+                # One search sends up to three requests at once (BM25, k-NN, the document ranking), and a
+                # server runs several searches: urllib3's default pool of one connection closed the others
+                # after each request, so every search opened new TCP connections.
+                pool_maxsize=CONNECTIONS,
             )
         return self._client
 
