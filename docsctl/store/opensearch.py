@@ -86,7 +86,7 @@ def _from_source(source: dict[str, Any]) -> Chunk:
 
 
 def _brief_chunk(hit: dict[str, Any]) -> Chunk:
-    fields = hit.get("fields", {})
+    fields = hit["fields"]  # doc_id is in every chunk; name only where the page documents names
     return Chunk.brief(hit["_id"], fields["doc_id"][0], fields.get("name", []))
 
 

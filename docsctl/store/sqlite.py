@@ -169,6 +169,12 @@ def _select_in(conn: sqlite3.Connection, select: str, column: str, values: Seque
     ]
 
 
+def _chunks_in(conn: sqlite3.Connection, column: str, values: Sequence[Any]) -> dict[int, Chunk]:
+    """The chunks whose `column` (of `chunks c`) is one of `values`, by rowid."""
+    found = _select_in(conn, f"SELECT c.id, {_COLUMNS} FROM chunks c", column, values)
+    return {row[0]: _chunk_from_row(row[1:]) for row in found}
+
+
 def _chunk_from_row(row: Sequence[Any], embedding: bytes | None = None) -> Chunk:
     data = dict(zip(_CHUNK_FIELDS, row, strict=False))
     data["breadcrumb"] = json.loads(data["breadcrumb"])
@@ -586,10 +592,9 @@ class SqliteStore:
                 for (rowid,) in conn.execute(sql, [name, *filter_params]):
                     scores[rowid] += bonus
             ranked = heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
-            sql = f"SELECT c.id, {_COLUMNS} FROM chunks c"
-            rows = {row[0]: row[1:] for row in _select_in(conn, sql, "c.id", [rowid for rowid, _ in ranked])}
+            chunks = _chunks_in(conn, "c.id", [rowid for rowid, _ in ranked])
         # No highlights here: callers ask page() for the few hits they show (bm25 runs deep for fusion).
-        return [Hit(chunk=_chunk_from_row(rows[rowid]), score=score) for rowid, score in ranked]
+        return [Hit(chunk=chunks[rowid], score=score) for rowid, score in ranked]
 
     def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:
         """How bm25(text) scores one chunk: the same sum of FTS5 bm25() scores (its statistics are the
@@ -665,9 +670,9 @@ class SqliteStore:
                 return []
             best = _top_rows(cache.matrix @ query, cache.mask(filters), k)
             ids = [int(cache.ids[row]) for row, _ in best]
-            rows = {row[0]: row[1:] for row in _select_in(conn, f"SELECT c.id, {_COLUMNS} FROM chunks c", "c.id", ids)}
+            chunks = _chunks_in(conn, "c.id", ids)
         scores = [score for _, score in best]
-        return [Hit(chunk=_chunk_from_row(rows[chunk]), score=score) for chunk, score in zip(ids, scores, strict=True)]
+        return [Hit(chunk=chunks[chunk], score=score) for chunk, score in zip(ids, scores, strict=True)]
 
     def knn_documents(self, vector: Vector, k: int, filters: Filters | None = None) -> list[tuple[str, float]]:
         with self._reading() as conn:
@@ -683,9 +688,7 @@ class SqliteStore:
         with self._reading() as conn:
             if not chunk_ids:
                 return {}
-            sql = f"SELECT c.id, {_COLUMNS} FROM chunks c"
-            found = _select_in(conn, sql, "c.chunk_id", list(dict.fromkeys(chunk_ids)))
-            rows = {row[0]: _chunk_from_row(row[1:]) for row in found}
+            rows = _chunks_in(conn, "c.chunk_id", list(dict.fromkeys(chunk_ids)))
             contents = {rowid: chunk.content for rowid, chunk in rows.items()}
             shown = self._fragments(conn, prose_terms(text), code_query_terms(text), contents)
         return {chunk.chunk_id: Hit(chunk, 0.0, shown[rowid]) for rowid, chunk in rows.items()}
