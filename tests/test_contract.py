@@ -229,8 +229,9 @@ def test_user_text_is_never_parsed_as_syntax(filled, query):
     assert set(filled.page(query, [wanted])) == {wanted}
 
 
-@pytest.mark.parametrize("query", ["", "   ", "*", "?!", "()"])
+@pytest.mark.parametrize("query", ["", "   ", "*", "?!", "()", "the", "Is it in the"])
 def test_bm25_without_usable_terms_finds_nothing(filled, query):
+    """Nor do stop words alone: no backend matches them, in prose or in the code-aware fields."""
     assert filled.bm25(query, k=5) == []
 
 

@@ -144,3 +144,23 @@ def test_the_page_fetches_its_chunks_by_id_and_gives_the_words_to_the_highlighte
     assert body["highlight"]["highlight_query"]["multi_match"]["query"] == "How do I format Tabulator cells?"
     assert "highlight_query" not in q.page_body("   ", ["a"])["highlight"]  # nothing to mark: opening fragments
     assert "highlight_query" not in q.HIGHLIGHT  # the shared settings are not altered
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("how do I color the protein by chain?", "how do I color protein chain?"),
+        ("To be, or not", ""),
+        ("is_visible in the Panel", "is_visible Panel"),
+        ("pn.state.onload", "pn.state.onload"),
+    ],
+)
+def test_candidates_are_found_in_the_code_fields_without_stop_words(text, code):
+    """The first phase searches the code fields without stop words; the rescoring query with the whole text."""
+    assert q.code_query_text(text) == code
+    for query, expected in ((q.candidate_query(text), [code] if code else []), (q.text_query(text), [text])):
+        should = query["bool"]["should"]
+        code_clauses = [c for c in should if c.get("multi_match", {}).get("fields") == q.CODE_FIELDS]
+        assert [c["multi_match"]["query"] for c in code_clauses] == expected
+        prose_clauses = [c for c in should if c.get("multi_match", {}).get("fields") == q.PROSE_FIELDS]
+        assert [c["multi_match"]["query"] for c in prose_clauses] == [text]  # the prose analyzer drops them

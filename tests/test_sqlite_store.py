@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 from contract_fixtures import DOCS
 
 from docsctl.errors import IndexMissingError, LockedError, StoreError
-from docsctl.models import Chunk, IndexMeta
+from docsctl.models import Chunk, Filters, IndexMeta
 from docsctl.store import sqlite as sqlite_module
 from docsctl.store.sqlite import SqliteStore, fragments
 
@@ -286,3 +287,40 @@ def test_fragments_pick_the_densest_windows_in_text_order_without_overlap():
     assert "<em>w150</em>" in shown[0] and "<em>w280</em>" in shown[1]
     assert "<em>w10</em>" not in " ".join(shown)
     assert all(len(fragment.replace("<em>", "").replace("</em>", "")) <= 60 for fragment in shown)
+
+
+def test_concurrent_reads_each_use_their_own_connection(path):
+    """Searches running side by side (a search's BM25 beside its k-NN) must not share one connection."""
+    store = SqliteStore(path)
+    build(store, sample())
+    with store._reading() as first, store._reading() as second:
+        assert first is not second
+    assert len(store._idle) == 2  # both kept for the next reads
+    store.close()
+    assert store._idle == []
+    assert len(store.bm25("tabulator", k=5)) > 0  # and reads open a connection again
+
+
+@pytest.mark.parametrize("chimerax_index", ["sqlite"], indirect=True)
+def test_bm25_from_the_best_of_each_table_ranks_exactly_as_scoring_every_match(chimerax_index, shared_dir, monkeypatch):
+    """BM25's top-k from each table's best rows (sqlite._Bm25Query) is an optimization only: on a real
+    corpus, for questions full of common words and for lookups, at several depths and with a filter, it
+    gives the very ranking and scores of scoring every match, and proves it without scoring every match
+    for most of them."""
+    questions = [json.loads(line)["query"] for line in (shared_dir / "eval" / "dev.jsonl").read_text().splitlines()]
+    queries = [*questions, "color by chain", "Log panel", "open a session file", "surface", "bychain"]
+    every_match_calls = []
+    every_match_scores = sqlite_module._Bm25Query.scores
+    monkeypatch.setattr(
+        sqlite_module._Bm25Query, "scores", lambda query: every_match_calls.append(1) or every_match_scores(query)
+    )
+    bounded, every_match = SqliteStore(chimerax_index.store.path), SqliteStore(chimerax_index.store.path)
+    every_match.every_bm25_match = True
+    searches = 0
+    for filters in (None, Filters(categories=("commands",))):
+        for k in (1, 10, 50):
+            for text in queries:
+                ranked = [(hit.chunk.chunk_id, hit.score) for hit in bounded.bm25(text, k, filters)]
+                assert ranked == [(hit.chunk.chunk_id, hit.score) for hit in every_match.bm25(text, k, filters)], text
+                searches += 1
+    assert len(every_match_calls) < 1.2 * searches  # the every-match store's calls, and few fallbacks

@@ -29,7 +29,11 @@ Python's sqlite3 cannot load extensions.
 At 10,000 chunks of real docs (58 MB file, 2 busy cores): write 1.9 s, rebuild over a live index
 2.1 s; bm25 k=10 1 ms (`SelectEditor`) to 6 ms (`color protein by chain`) and 12 ms (seven common
 words matching 5,600 chunks: the cost is FTS5 scoring every match); knn 0.3 ms (first call loads
-the matrix: 45 ms); highlight of 10 chunks 1.8 ms.
+the matrix: 45 ms); highlight of 10 chunks 1.8 ms. bm25 now sorts each table's matches in SQLite and
+reads only the best of them, with a bound that proves the top k exact (_Bm25Query).
+
+Reads do not share a connection: each takes an idle one (or opens one), so that a search's BM25 runs
+beside its k-NN.
 
 A rebuild writes `<name>.building-<pid>` and, when the block exits cleanly, copies it over the
 live file with SQLite's backup API in one write transaction. It does not os.replace() the file:
@@ -73,6 +77,11 @@ APPLICATION_ID = 0x64637478  # "dctx"
 SCHEMA_VERSION = 1
 BATCH = 256
 BUSY_TIMEOUT_MS = 5000
+MAX_IDLE_READERS = 8
+# BM25 takes each table's best TOP_PER_TABLE x k rows (at least MIN_TOP_PER_TABLE) first (_Bm25Query):
+# on the dev queries at k 10 and 50 that always proved the top k, so every match was never scored.
+TOP_PER_TABLE = 4
+MIN_TOP_PER_TABLE = 100
 
 # Column weights, in table column order; the boosts of PROSE_FIELDS / CODE_FIELDS in opensearch_queries.
 PROSE_WEIGHTS = (3.0, 1.5, 2.0, 1.0)  # title, breadcrumb, section, content
@@ -333,17 +342,104 @@ class _VectorCache:
         return mask
 
 
+class _Bm25Query:
+    """BM25 over the FTS5 tables: the sum of each table's bm25() for the rows matching any of its terms,
+    plus the name bonus for the chunks documenting the query as a name.
+
+    `top` does not bring every match into Python: each table sorts its matches in SQLite and gives its
+    best `TOP_PER_TABLE x k`; the rows found there get their exact scores from the other table, and the
+    sum of each full list's last score bounds what any row found in neither can have (the threshold
+    algorithm of top-k aggregation). When the k-th best is above that bound, it is the exact top k; when
+    not, every match is scored. A question's common words match most chunks, and SQLite lets go of the
+    GIL at every row it returns: thousands of rows stalled the thread embedding the query beside it.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        searches: Sequence[tuple[str, Sequence[float], list[str]]],
+        name: str,
+        bonus: float,
+        allowed: tuple[str, list[str]] | None,
+    ) -> None:
+        self.conn, self.searches, self.name, self.bonus = conn, searches, name, bonus
+        self.allowed, self.allowed_params = allowed or ("", [])
+
+    def _score_sql(self, table: str, weights: Sequence[float]) -> str:
+        return f"SELECT rowid, -bm25({table}, {', '.join(map(str, weights))}) FROM {table} WHERE {table} MATCH ?"
+
+    def top(self, k: int, *, every_match: bool = False) -> list[tuple[int, float]]:
+        """The k best (rowid, score), best first, ties by rowid; `every_match` scores all (for tests)."""
+        scores = None if every_match else self._bounded(k)
+        if scores is None:
+            scores = self.scores()
+        return heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
+
+    def _bounded(self, k: int) -> dict[int, float] | None:
+        """The scores of the rows that can be in the top k, or None when the lists cannot prove it."""
+        depth = max(TOP_PER_TABLE * k, MIN_TOP_PER_TABLE)
+        lists = [
+            self.conn.execute(
+                f"{self._score_sql(table, weights)}{self.allowed} ORDER BY 2 DESC LIMIT ?",
+                [_fts_query(terms), *self.allowed_params, depth],
+            ).fetchall()
+            for table, weights, terms in self.searches
+        ]
+        named = self._named()
+        seen = {rowid for rows in lists for rowid, _ in rows} | set(named)
+        scores = dict.fromkeys(seen, 0.0)
+        for (table, weights, terms), rows in zip(self.searches, lists, strict=True):
+            for rowid, score in rows:
+                scores[rowid] += score
+            listed = {rowid for rowid, _ in rows}
+            missing = [rowid for rowid in seen if rowid not in listed]
+            if len(rows) == depth and missing:  # a full list: the others may match this table lower down
+                sql = f"{self._score_sql(table, weights)} AND +rowid IN (SELECT value FROM json_each(?))"
+                for rowid, score in self.conn.execute(sql, [_fts_query(terms), json.dumps(missing)]):
+                    scores[rowid] += score
+        for rowid in named:
+            scores[rowid] += self.bonus
+        full = [rows for rows in lists if len(rows) == depth]
+        if not full:
+            return scores  # every match is in the lists
+        unseen = sum(rows[-1][1] for rows in full)  # the most a row found in no list can score
+        kth = heapq.nlargest(k, scores.values())
+        return scores if len(kth) == k and kth[-1] > unseen else None
+
+    def _named(self) -> list[int]:
+        if not self.bonus:
+            return []
+        sql = f"SELECT DISTINCT chunk FROM chunk_names WHERE name = ?{self.allowed.replace('+rowid', 'chunk')}"
+        return [rowid for (rowid,) in self.conn.execute(sql, [self.name, *self.allowed_params])]
+
+    def scores(self) -> dict[int, float]:
+        """Every matching row's score."""
+        # Each table scores its matches; summing in Python is several times faster than a GROUP BY
+        # over a UNION ALL in SQLite (measured: 5 + 6 ms of matching became 32 ms grouped).
+        scores: dict[int, float] = defaultdict(float)
+        for table, weights, terms in self.searches:
+            sql = f"{self._score_sql(table, weights)}{self.allowed}"
+            for rowid, score in self.conn.execute(sql, [_fts_query(terms), *self.allowed_params]):
+                scores[rowid] += score
+        for rowid in self._named():
+            scores[rowid] += self.bonus
+        return scores
+
+
 class SqliteStore:
     """The Store protocol over one SQLite file; nothing is opened until the first call."""
 
     backend = "sqlite"
+    every_bm25_match = False  # True: bm25 scores every match, not just the lists of _Bm25Query (tests)
     schema_version = SCHEMA_VERSION  # what the indexer records as IndexMeta.mapping_version
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = None
-        self._file_id: tuple[int, int] | None = None
+        # Idle read connections with the file they opened: each concurrent read takes its own, so that a
+        # search's BM25 and k-NN run side by side (SQLite releases the GIL while it steps).
+        self._idle: list[tuple[sqlite3.Connection, tuple[int, int]]] = []
+        self._epoch = 0  # close() makes connections of an earlier epoch close when returned
         self._vectors: _VectorCache | None = None
 
     def __repr__(self) -> str:
@@ -367,28 +463,51 @@ class SqliteStore:
             raise StoreError(f"{self.path}: {exc}") from None
 
     def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        self._conn, self._file_id, self._vectors = None, None, None
+        for conn, _ in self._idle:
+            conn.close()
+        self._idle, self._vectors = [], None
+        self._epoch += 1
 
     def close(self) -> None:
-        """Close the read connection (the next read opens it again)."""
+        """Close the read connections (one in use closes when its read ends; the next read opens one)."""
         with self._lock:
             self._close()
 
-    def _reader(self) -> sqlite3.Connection:
-        """The read connection, reopened when the file was replaced; IndexMissingError without an index."""
+    def _file_id(self) -> tuple[int, int]:
+        """The live file's identity (a rebuild may replace it); IndexMissingError without an index."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            self._close()
             raise self._missing() from None
-        file_id = (stat.st_dev, stat.st_ino)
-        if self._conn is not None and file_id == self._file_id:
-            return self._conn
-        self._close()
         if stat.st_size == 0:
             raise self._missing()
+        return stat.st_dev, stat.st_ino
+
+    def _checkout(self) -> tuple[sqlite3.Connection, tuple[int, int], int]:
+        """An idle read connection to the live file, or a new one; with the file it reads and its epoch."""
+        try:
+            file_id = self._file_id()
+        except IndexMissingError:
+            with self._lock:
+                self._close()
+            raise
+        with self._lock:
+            while self._idle:
+                conn, opened = self._idle.pop()
+                if opened == file_id:
+                    return conn, file_id, self._epoch
+                conn.close()  # the file was replaced: this one reads the old one
+            epoch = self._epoch
+        return self._open_reader(), file_id, epoch
+
+    def _checkin(self, conn: sqlite3.Connection, file_id: tuple[int, int], epoch: int) -> None:
+        with self._lock:
+            if epoch == self._epoch and len(self._idle) < MAX_IDLE_READERS:
+                self._idle.append((conn, file_id))
+                return
+        conn.close()
+
+    def _open_reader(self) -> sqlite3.Connection:
         conn = _connect(self.path)
         try:
             if not _probe(conn, self.path):
@@ -402,19 +521,21 @@ class SqliteStore:
         except BaseException:
             conn.close()
             raise
-        self._conn, self._file_id = conn, file_id
         return conn
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every query inside sees the same snapshot."""
-        with self._lock, self._errors():
-            conn = self._reader()
-            conn.execute("BEGIN")
+        with self._errors():
+            conn, file_id, epoch = self._checkout()
             try:
-                yield conn
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
             finally:
-                conn.execute("COMMIT")
+                self._checkin(conn, file_id, epoch)
 
     # -- index management -------------------------------------------------------------------------
 
@@ -574,24 +695,14 @@ class SqliteStore:
                 return []
             # Filters restrict the matches before ranking: a covering-index scan gives the allowed ids.
             where, filter_params = _filter_sql(filters, alias="f")
-            allowed = f" AND {{id}} IN (SELECT f.id FROM chunks f WHERE 1{where})" if where else ""
-            # Each table scores its matches; summing in Python is several times faster than a GROUP BY
-            # over a UNION ALL in SQLite (measured: 5 + 6 ms of matching became 32 ms grouped).
-            scores: dict[int, float] = defaultdict(float)
-            for table, weights, terms in (("fts", PROSE_WEIGHTS, prose), ("fts_code", CODE_WEIGHTS, code)):
-                if terms:
-                    sql = (
-                        f"SELECT rowid, bm25({table}, {', '.join(map(str, weights))}) FROM {table} "
-                        f"WHERE {table} MATCH ?{allowed.format(id='+rowid')}"
-                    )
-                    for rowid, score in conn.execute(sql, [_fts_query(terms), *filter_params]):
-                        scores[rowid] -= score  # FTS5's bm25() is negative: lower is better
-            bonus = self._name_bonus(conn, name)
-            if bonus:
-                sql = f"SELECT DISTINCT chunk FROM chunk_names WHERE name = ?{allowed.format(id='chunk')}"
-                for (rowid,) in conn.execute(sql, [name, *filter_params]):
-                    scores[rowid] += bonus
-            ranked = heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
+            allowed = (f" AND +rowid IN (SELECT f.id FROM chunks f WHERE 1{where})", filter_params) if where else None
+            searches = [
+                (table, weights, terms)
+                for table, weights, terms in (("fts", PROSE_WEIGHTS, prose), ("fts_code", CODE_WEIGHTS, code))
+                if terms
+            ]
+            query = _Bm25Query(conn, searches, name, self._name_bonus(conn, name), allowed)
+            ranked = query.top(k, every_match=self.every_bm25_match)
             chunks = _chunks_in(conn, "c.id", [rowid for rowid, _ in ranked])
         # No highlights here: callers ask page() for the few hits they show (bm25 runs deep for fusion).
         return [Hit(chunk=chunks[rowid], score=score) for rowid, score in ranked]
@@ -648,9 +759,10 @@ class SqliteStore:
     def _vector_cache(self, conn: sqlite3.Connection) -> _VectorCache:
         meta = _read_meta(conn)
         key = (meta["index_id"], meta["generation"])
-        if self._vectors is None or self._vectors.key != key:
-            self._vectors = _VectorCache.load(conn, key, int(meta["dimension"]))
-        return self._vectors
+        with self._lock:  # one load for concurrent searches
+            if self._vectors is None or self._vectors.key != key:
+                self._vectors = _VectorCache.load(conn, key, int(meta["dimension"]))
+            return self._vectors
 
     def _unit_query(self, vector: Vector, cache: _VectorCache) -> np.ndarray | None:
         query = np.asarray(vector, dtype=np.float32).ravel()
@@ -810,9 +922,9 @@ class SqliteStore:
         ]
 
     def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
-        with self._lock, self._errors():
-            self._reader()  # IndexMissingError now, not at the first next()
-            conn = _connect(self.path)  # its own connection: callers may use the store while iterating
+        with self._errors():
+            self._file_id()  # IndexMissingError now, not at the first next()
+            conn = self._open_reader()  # its own connection: callers may use the store while iterating
         return self._iter_chunks(conn, with_embedding)
 
     def _iter_chunks(self, conn: sqlite3.Connection, with_embedding: bool) -> Iterator[Chunk]:
