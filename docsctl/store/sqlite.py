@@ -60,11 +60,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from docsctl.errors import IndexMissingError, LockedError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
@@ -213,6 +215,19 @@ def _filter_sql(filters: Filters | None, alias: str = "c") -> tuple[str, list[st
 
 def _filter_fields(filters: Filters) -> list[tuple[str, tuple[str, ...]]]:
     return [("category", filters.categories), ("source", filters.sources), ("version", filters.versions)]
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """matrix @ query on one BLAS thread. OpenBLAS's helper threads spin for a while after each product, on
+    the core that a search's BM25 thread and query embedding need: with one thread, in-process hybrid p95
+    fell from 32-44 to 22-33 ms (bench/README.md, session 5); the product takes 0.1 ms more at 6,640 rows."""
+    with _blas().limit(limits=1, user_api="blas"):
+        return matrix @ query
 
 
 def _top_rows(cosines: np.ndarray, mask: np.ndarray | None, k: int) -> list[tuple[int, float]]:
@@ -780,7 +795,7 @@ class SqliteStore:
             query = self._unit_query(vector, cache)
             if query is None or k <= 0 or not len(cache.ids):
                 return []
-            best = _top_rows(cache.matrix @ query, cache.mask(filters), k)
+            best = _top_rows(_cosines(cache.matrix, query), cache.mask(filters), k)
             ids = [int(cache.ids[row]) for row, _ in best]
             chunks = _chunks_in(conn, "c.id", ids)
         scores = [score for _, score in best]
@@ -793,7 +808,7 @@ class SqliteStore:
             if query is None or k <= 0 or not len(cache.ids):
                 return []
             centroids, codes = cache.documents()
-            best = _top_rows(centroids @ query, cache.mask(filters, codes), k)
+            best = _top_rows(_cosines(centroids, query), cache.mask(filters, codes), k)
         return [(cache.doc_ids[row], score) for row, score in best]
 
     def page(self, text: str, chunk_ids: list[str]) -> dict[str, Hit]:
