@@ -73,7 +73,7 @@ def test_document_knn_searches_the_document_vectors_with_the_filters_inside():
     knn = body["query"]["knn"]["doc_embedding"]
     assert knn["k"] == body["size"] == 9
     assert knn["filter"]["bool"]["filter"] == q.filter_clauses(filters)
-    assert body["_source"] is False and body["docvalue_fields"] == ["doc_id"]  # ids and scores only
+    assert body["stored_fields"] == "_none_" and body["docvalue_fields"] == ["doc_id"]  # ids and scores only
     assert "doc_embedding" in q.SOURCE_EXCLUDES["excludes"]  # and out of every chunk a search returns
 
 
@@ -85,9 +85,11 @@ def test_candidate_requests_skip_highlights_and_totals():
 
 def test_brief_candidates_read_doc_values_instead_of_the_stored_chunk():
     for body in (q.bm25_body("color", 50, brief=True), q.knn_body([0.1], 50, brief=True)):
-        assert body["_source"] is False and body["docvalue_fields"] == ["doc_id", "name"]
+        # not even _id: it is read from the stored-fields block that holds the _source
+        assert body["stored_fields"] == "_none_" and "_source" not in body
+        assert body["docvalue_fields"] == ["chunk_id", "doc_id", "name"]
     for body in (q.bm25_body("color", 50), q.knn_body([0.1], 50)):
-        assert body["_source"] == q.SOURCE_EXCLUDES and "docvalue_fields" not in body
+        assert body["_source"] == q.SOURCE_EXCLUDES and "docvalue_fields" not in body and "stored_fields" not in body
 
 
 def test_bm25_candidates_are_rescored_by_the_full_query():

@@ -45,15 +45,19 @@ HIGHLIGHT = {
     },
 }
 SOURCE_EXCLUDES = {"excludes": ["embedding", "doc_embedding"]}
-# What a brief hit carries (Store.bm25/knn with brief=True): fusion needs only the chunk's document and
-# names, read from doc values; skipping the stored _source of 50 candidates per request saved 1-2 ms of
+# What a brief hit carries (Store.bm25/knn with brief=True): fusion needs only the chunk's id, document
+# and names, read from doc values; skipping the stored _source of 50 candidates per request saved 1-2 ms of
 # the node's time per request and 2-4 ms of wall time at corpus size (bench/README.md, "Session 4").
-BRIEF_FIELDS = ["doc_id", "name"]
+BRIEF_FIELDS = ["chunk_id", "doc_id", "name"]
+# No stored fields at all, not even _id (chunk_id is the same value, from doc values): Lucene keeps a
+# document's stored fields in compressed blocks with its _source, so reading _id alone cost 1-1.5 ms a
+# request of 50 hits (bench/README.md, "Session 6").
+NO_STORED_FIELDS = {"stored_fields": "_none_"}
 
 
 def _fetch(brief: bool) -> dict[str, Any]:
     """The fetch part of a candidates request: doc values only when `brief`, else the chunk without vectors."""
-    return {"_source": False, "docvalue_fields": BRIEF_FIELDS} if brief else {"_source": SOURCE_EXCLUDES}
+    return {**NO_STORED_FIELDS, "docvalue_fields": BRIEF_FIELDS} if brief else {"_source": SOURCE_EXCLUDES}
 
 
 def clean_query_text(text: str) -> str:
@@ -191,7 +195,7 @@ def knn_body(vector: Vector, k: int, filters: Filters | None = None, *, brief: b
 def knn_documents_body(vector: Vector, k: int, filters: Filters | None = None) -> dict[str, Any]:
     """k-NN over document centroids: only each document's first chunk carries `doc_embedding`."""
     query = _knn_query("doc_embedding", vector, k, filters)
-    return {"size": k, "query": query, "track_total_hits": False, "_source": False, "docvalue_fields": ["doc_id"]}
+    return {"size": k, "query": query, "track_total_hits": False, **NO_STORED_FIELDS, "docvalue_fields": ["doc_id"]}
 
 
 def page_body(text: str, chunk_ids: list[str]) -> dict[str, Any]:
