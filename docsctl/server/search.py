@@ -14,6 +14,7 @@ from docsctl.embedding import Embedder
 from docsctl.errors import ConfigError
 from docsctl.models import Filters, Hit, Vector
 from docsctl.server.fusion import RRF_K, Fused, min_max_fusion, reciprocal_rank_fusion
+from docsctl.server.sections import relabel
 from docsctl.store.base import Store
 
 MODES = ("hybrid", "bm25", "knn")
@@ -303,12 +304,17 @@ class Searcher:
         return [doc_id for doc_id, _ in self.store.knn_documents(vector, depth, filters)]
 
     def complete(self, text: str, hits: list[Hit]) -> list[Hit]:
-        """The hits with their chunks fetched whole and highlighted for `text`; scores and ranks kept."""
+        """The hits with their chunks fetched whole and highlighted for `text`, each labelled with the section
+        its highlights are in (a chunk can hold several short sections); scores and ranks kept."""
         if not hits:
             return []
         shown = self.store.page(text, [hit.chunk.chunk_id for hit in hits])
         return [
-            replace(hit, chunk=shown[hit.chunk.chunk_id].chunk, highlights=shown[hit.chunk.chunk_id].highlights)
+            replace(
+                hit,
+                chunk=relabel(shown[hit.chunk.chunk_id].chunk, shown[hit.chunk.chunk_id].highlights),
+                highlights=shown[hit.chunk.chunk_id].highlights,
+            )
             for hit in hits
             if hit.chunk.chunk_id in shown  # removed between the two requests by a concurrent reindex
         ]

@@ -1,0 +1,93 @@
+"""Which section of a chunk a result's highlighted words are in.
+
+The chunker merges a short section with the sibling sections after it (and their children), keeping
+their headings in the chunk's text as Markdown heading lines, and labels the chunk with the first one
+(docsctl/indexer/chunking.py). A result whose matching words are all under a later heading is shown
+under that heading instead, so that text found under "Rebuilding without downtime" is not labelled
+"Incremental updates". Pure: the chunk's text and the highlights are all it reads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from docsctl.models import Chunk
+
+_HEADING = re.compile(r"(#{1,6}) +(\S.*)")
+_FENCE = re.compile(r"\s*(`{3,}|~{3,})")
+_MARKED = re.compile(r"<em>(.*?)</em>", re.DOTALL)
+_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class _Part:
+    level: int  # of its heading line; 0 for the text before the first one
+    heading: str
+    text: str
+
+
+def _parts(content: str) -> list[_Part]:
+    """The chunk's text cut at its Markdown heading lines (none inside fenced code)."""
+    parts = [_Part(0, "", "")]
+    lines: list[str] = []
+    fence = ""
+    for line in content.splitlines():
+        opened = _FENCE.match(line)
+        if opened and (not fence or opened.group(1).startswith(fence)):
+            fence = "" if fence else opened.group(1)[0] * 3
+        heading = None if fence else _HEADING.fullmatch(line.rstrip())
+        if heading:
+            parts[-1] = replace(parts[-1], text="\n".join(lines))
+            parts.append(_Part(len(heading.group(1)), heading.group(2).strip(), ""))
+            lines = []
+        else:
+            lines.append(line)
+    parts[-1] = replace(parts[-1], text="\n".join(lines))
+    return parts
+
+
+def highlighted_words(highlights: list[str]) -> set[str]:
+    """The distinct words the highlighter marked, lowercased."""
+    return {
+        word.lower()
+        for fragment in highlights
+        for marked in _MARKED.findall(fragment)
+        for word in _WORD.findall(marked)
+    }
+
+
+def shown_section(chunk: Chunk, highlights: list[str]) -> tuple[list[str], str] | None:
+    """(breadcrumb, section) of the merged section holding most of the highlighted words, when that is
+    not the chunk's own (first) section; None to keep the chunk's labels."""
+    marked = highlighted_words(highlights)
+    parts = _parts(chunk.content)
+    if not marked or len(parts) < 2:
+        return None
+    first_text = next((i for i, part in enumerate(parts) if part.text.strip()), None)
+    if first_text is None:
+        return None
+
+    def matches(part: _Part) -> int:
+        return len(marked & {word.lower() for word in _WORD.findall(f"{part.heading}\n{part.text}")})
+
+    # Heading lines before the chunk's first text are its own section's (and its parents'): not merged.
+    best = max(range(first_text, len(parts)), key=lambda i: (matches(parts[i]), -i))
+    if best == first_text or not parts[best].text.strip() or parts[best].heading == chunk.section:
+        return None
+    stack: list[_Part] = []  # the merged headings above `best`, from the first merged sibling down
+    for part in parts[first_text + 1 : best + 1]:
+        while stack and stack[-1].level >= part.level:
+            stack.pop()
+        stack.append(part)
+    parent = list(chunk.breadcrumb[:-1])
+    return [*parent, *(part.heading for part in stack)], parts[best].heading
+
+
+def relabel(chunk: Chunk, highlights: list[str]) -> Chunk:
+    """`chunk` labelled with the section its highlights are in (shown_section), or unchanged."""
+    shown = shown_section(chunk, highlights)
+    if shown is None:
+        return chunk
+    breadcrumb, section = shown
+    return replace(chunk, breadcrumb=breadcrumb, section=section)
