@@ -82,11 +82,13 @@ def backend_settings(request: pytest.FixtureRequest, backend: str, data_dir: Pat
     return load_settings(backend="sqlite", index_alias=alias, data_dir=data_dir, cache_dir=cache_dir)
 
 
-def index_folder(settings: Settings, embedder: Embedder, root: Path, name: str, **kwargs) -> ReindexSummary:
+def index_folder(
+    settings: Settings, embedder: Embedder, root: Path, name: str, version: str = "", **kwargs
+) -> ReindexSummary:
     store = open_store(settings)
     cache = EmbeddingCache(settings.embedding_cache_path, embedder.model_name)
     try:
-        target = SourceTarget(name=name, root=root)
+        target = SourceTarget(name=name, root=root, version=version)
         return reindex(store, embedder, [target], lock_path=settings.lock_path, cache=cache, **kwargs)
     finally:
         cache.close()

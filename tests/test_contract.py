@@ -594,7 +594,7 @@ def test_copy_sources_keeps_other_sources_through_a_rebuild(filled, chunks, embe
     panel = [chunk for chunk in chunks if chunk.source == "panel"]
     replacement = fresh([chunk for chunk in chunks if chunk.source == "chimerax"][:2])
     with filled.writer(META, rebuild=True) as writer:
-        assert writer.copy_sources(exclude=["chimerax"]) == len(panel)
+        assert writer.copy_sources(exclude={("chimerax", None)}) == len(panel)
         writer.write(replacement)
         writer.record_source("chimerax", {"origin": "/new/chimerax"})
     assert all_ids(filled) == {chunk.chunk_id for chunk in panel + replacement}
@@ -606,9 +606,17 @@ def test_copy_sources_keeps_other_sources_through_a_rebuild(filled, chunks, embe
     assert filled.source_states()["chimerax"] == {"origin": "/new/chimerax"}
 
 
+def test_copy_sources_keeps_the_other_versions_of_a_source_being_rebuilt(filled, chunks):
+    kept = [chunk for chunk in chunks if (chunk.source, chunk.version) != ("panel", "1.5")]
+    assert {chunk.version for chunk in kept if chunk.source == "panel"} == {"1.4"}  # the samples have both
+    with filled.writer(META, rebuild=True) as writer:
+        assert writer.copy_sources(exclude={("panel", "1.5"), ("chimerax", "9.9")}) == len(kept)
+    assert all_ids(filled) == {chunk.chunk_id for chunk in kept}
+
+
 def test_copy_sources_is_a_no_op_without_a_live_index(store, chunks):
     with store.writer(META, rebuild=True) as writer:
-        assert writer.copy_sources(exclude=[]) == 0
+        assert writer.copy_sources(exclude=set()) == 0
         writer.write(chunks)
     assert len(all_ids(store)) == len(chunks)
 
@@ -673,7 +681,7 @@ def test_document_vectors_follow_incremental_writes_and_deletes(filled, chunks, 
 def test_document_vectors_survive_copy_sources(filled, chunks, embedder):
     panel = [chunk for chunk in chunks if chunk.source == "panel"]
     with filled.writer(META, rebuild=True) as writer:
-        writer.copy_sources(exclude=["chimerax"])
+        writer.copy_sources(exclude={("chimerax", None)})
     vector = embedder.encode_query("run code after the page loads")
     assert_same_documents(filled.knn_documents(vector, k=50), expected_documents(panel, vector, 50))
 

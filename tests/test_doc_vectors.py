@@ -88,7 +88,7 @@ def test_an_index_without_document_vectors_still_answers_questions(old_opensearc
 def test_a_rebuild_derives_document_vectors_for_what_it_copies_from_an_old_index(old_opensearch_index, embedder):
     store, chunks = old_opensearch_index
     with store.writer(META, rebuild=True) as writer:
-        assert writer.copy_sources(exclude=[]) == len(chunks)
+        assert writer.copy_sources(exclude=set()) == len(chunks)
     vector = np.asarray(embedder.encode_query("table of data with editors"))
     found = store.knn_documents(list(vector), k=50)
     groups: dict[str, list[list[float]]] = {}

@@ -166,3 +166,16 @@ def test_candidates_are_found_in_the_code_fields_without_stop_words(text, code):
         assert [c["multi_match"]["query"] for c in code_clauses] == expected
         prose_clauses = [c for c in should if c.get("multi_match", {}).get("fields") == q.PROSE_FIELDS]
         assert [c["multi_match"]["query"] for c in prose_clauses] == [text]  # the prose analyzer drops them
+
+
+def test_a_rebuild_copies_everything_but_the_replaced_versions():
+    query = q.other_than({("panel", "1.5"), ("chimerax", None)})
+    assert query == {
+        "bool": {
+            "must_not": [
+                {"term": {"source": "chimerax"}},
+                {"bool": {"filter": [{"term": {"source": "panel"}}, {"term": {"version": "1.5"}}]}},
+            ]
+        }
+    }
+    assert q.other_than(set()) == {"bool": {"must_not": []}}  # everything

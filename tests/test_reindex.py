@@ -97,6 +97,17 @@ def test_other_sources_survive_a_full_rebuild(settings, embedder, docs, tmp_path
     assert store.bm25("orchids", 1)[0].chunk.source == "notes"
 
 
+def test_a_full_rebuild_of_one_version_keeps_the_other_versions(settings, embedder, docs):
+    index_folder(settings, embedder, docs, "docs", version="1.0")
+    first = index_folder(settings, embedder, docs, "docs", version="2.0")
+    rebuilt = index_folder(settings, embedder, docs, "docs", version="2.0", full=True)
+    assert rebuilt.rebuilt and rebuilt.chunks_carried == first.chunks_written  # version 1.0, copied
+    store = open_store(settings)
+    (info,) = store.list_sources()
+    assert sorted(info.versions) == ["1.0", "2.0"] and info.chunks == 2 * first.chunks_written
+    assert set(store.source_states()["docs"]["versions"]) == {"1.0", "2.0"}
+
+
 def test_failed_rebuild_leaves_the_old_index_serving(settings, embedder, docs):
     index_folder(settings, embedder, docs, "docs")
     store = open_store(settings)

@@ -77,7 +77,12 @@ def reindex(
         typer.Option("--category-rule", "-c", help="GLOB=CATEGORY on paths inside the source, e.g. 'api/*=reference'."),
     ] = None,
     full: Annotated[
-        bool, typer.Option("--full", help="Rebuild the whole index beside the live one, then swap.")
+        bool,
+        typer.Option(
+            "--full",
+            help="Rebuild the whole index beside the live one, then swap: these sources (this version) are "
+            "indexed anew, other sources and versions are copied over.",
+        ),
     ] = False,
     base_url: Annotated[str | None, typer.Option(help="Base URL that result links are built from.")] = None,
     version: Annotated[str, typer.Option(help="Version label of these documents, e.g. 1.8.")] = "",

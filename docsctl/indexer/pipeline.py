@@ -28,7 +28,7 @@ from docsctl.indexer.extract import extract_file
 from docsctl.indexer.lock import reindex_lock
 from docsctl.indexer.sources import UNSUPPORTED, SourceTarget, walk_source
 from docsctl.models import Chunk, ExtractedDoc, IndexMeta, SourceDoc
-from docsctl.store.base import Store, StoreWriter
+from docsctl.store.base import SourceVersion, Store, StoreWriter, is_replaced
 
 # Bump when extraction or chunking changes what a file turns into: every document is then redone.
 PIPELINE_VERSION = "1"
@@ -289,12 +289,13 @@ def _index_source(
         summary.removed += len(gone)
 
 
-def _carry_over(store: Store, run: _Run, exclude: set[str]) -> int:
-    """Keep other sources through a rebuild that changed the model: re-embed their stored chunks."""
+def _carry_over(store: Store, run: _Run, exclude: set[SourceVersion]) -> int:
+    """Keep other sources (and other versions of these) through a rebuild that changed the model:
+    re-embed their stored chunks."""
     carried = 0
     batch: list[Chunk] = []
     for chunk in store.iter_chunks(with_embedding=False):
-        if chunk.source in exclude:
+        if is_replaced(exclude, chunk.source, chunk.version):
             continue
         batch.append(chunk)
         if len(batch) >= EMBED_BATCH:
@@ -356,12 +357,14 @@ def reindex(
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="docsctl-embed") as embedding,
         ):
             run = _Run(writer, embedder, cache, summary, embedding)
+            # A rebuild replaces the versions named here; other versions of these sources are kept.
+            replaced = {(target.name, target.version) for target in targets}
             if reason and live is not None:
                 if live == wanted:
-                    summary.chunks_carried = writer.copy_sources(exclude=names)
+                    summary.chunks_carried = writer.copy_sources(exclude=replaced)
                 else:
-                    summary.chunks_carried = _carry_over(store, run, set(names))
-            states = store.source_states() if live is not None and not reason else {}
+                    summary.chunks_carried = _carry_over(store, run, replaced)
+            states = store.source_states() if live is not None else {}
             for target in targets:
                 seen_before, skipped_before = summary.files_seen, len(summary.skipped)
                 _index_source(run, store, target, bool(reason), progress)

@@ -12,12 +12,21 @@ Contract (checked by tests/test_contract.py against every backend):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+
+# Chunks of one version of a source ((source, version); version "" is an unversioned source), or of
+# every version of it ((source, None)): what a rebuild replaces rather than copies.
+SourceVersion = tuple[str, str | None]
+
+
+def is_replaced(replaced: Collection[SourceVersion], source: str, version: str) -> bool:
+    """Whether a chunk of `source` at `version` is among `replaced`."""
+    return (source, version) in replaced or (source, None) in replaced
 
 
 @dataclass
@@ -46,9 +55,11 @@ class StoreWriter(Protocol):
         Returns how many chunks were removed."""
         ...
 
-    def copy_sources(self, exclude: Iterable[str]) -> int:
-        """In a rebuild: copy from the live index every chunk whose source is not in `exclude`,
-        vectors included. A no-op (returning 0) when there is no live index or when not rebuilding."""
+    def copy_sources(self, exclude: Collection[SourceVersion]) -> int:
+        """In a rebuild: copy from the live index every chunk whose source and version are not in
+        `exclude` (other versions of a source being rebuilt are kept), vectors included, and the states
+        of the sources not wholly excluded. A no-op (returning 0) when there is no live index or when not
+        rebuilding."""
         ...
 
     def record_source(self, source: str, state: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
@@ -35,7 +35,7 @@ from docsctl.config import Settings
 from docsctl.errors import IndexMissingError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.store import opensearch_queries as q
-from docsctl.store.base import WriteReport
+from docsctl.store.base import SourceVersion, WriteReport
 from docsctl.store.doc_vectors import CentroidAccumulator
 
 BULK_CHUNK = 200
@@ -655,14 +655,11 @@ class _Writer:
         self.stored -= deleted
         return deleted
 
-    def copy_sources(self, exclude: Iterable[str]) -> int:
+    def copy_sources(self, exclude: Collection[SourceVersion]) -> int:
         if not self.live_index:
             return 0
         body = {
-            "source": {
-                "index": self.live_index,
-                "query": {"bool": {"must_not": [{"terms": {"source": list(exclude)}}]}},
-            },
+            "source": {"index": self.live_index, "query": q.other_than(exclude)},
             "dest": {"index": self.index},
         }
         with self._store._errors():
@@ -675,17 +672,17 @@ class _Writer:
             self._add_centroids_of_copied(exclude)
         states = self._store._meta_of(self.live_index).get("sources", {})
         for source, state in states.items():
-            if source not in set(exclude):
+            if (source, None) not in exclude:
                 self.record_source(source, state)
         return copied
 
     def _has_centroids(self, index: str) -> bool:
         return "doc_embedding" in self._store._mapping_of(index).get("properties", {})
 
-    def _add_centroids_of_copied(self, exclude: Iterable[str]) -> None:
+    def _add_centroids_of_copied(self, exclude: Collection[SourceVersion]) -> None:
         """An index built before document vectors existed: derive them for the chunks just copied."""
         fields = ["doc_id", "chunk_id", "chunk_index", "embedding"]
-        body = {"query": {"bool": {"must_not": [{"terms": {"source": list(exclude)}}]}}, "_source": fields}
+        body = {"query": q.other_than(exclude), "_source": fields}
         with self._store._errors():
             for hit in helpers.scan(self._store.client, index=self.live_index, query=body, size=500):
                 chunk = hit["_source"]

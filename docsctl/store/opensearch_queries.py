@@ -5,9 +5,11 @@ User text is only ever placed in match/multi_match queries, which never parse qu
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from docsctl.models import Filters, Vector
+from docsctl.store.base import SourceVersion
 from docsctl.text import STOP_WORDS
 
 # Long inputs would only add clauses (and can exceed max_clause_count); the head carries the intent.
@@ -214,6 +216,17 @@ def page_body(text: str, chunk_ids: list[str]) -> dict[str, Any]:
         "highlight": highlight,
         "_source": SOURCE_EXCLUDES,
     }
+
+
+def other_than(replaced: Collection[SourceVersion]) -> dict[str, Any]:
+    """A query for every chunk not among `replaced` (StoreWriter.copy_sources)."""
+    clauses: list[dict[str, Any]] = []
+    for source, version in sorted(replaced, key=lambda item: (item[0], item[1] is None, item[1] or "")):
+        if version is None:
+            clauses.append({"term": {"source": source}})
+        else:
+            clauses.append({"bool": {"filter": [{"term": {"source": source}}, {"term": {"version": version}}]}})
+    return {"bool": {"must_not": clauses}}
 
 
 def document_body(path: str, source: str | None, version: str | None) -> dict[str, Any]:

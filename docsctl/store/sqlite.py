@@ -56,7 +56,7 @@ import sqlite3
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -71,7 +71,7 @@ from threadpoolctl import ThreadpoolController
 from docsctl.errors import IndexMissingError, LockedError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.process import pid_alive
-from docsctl.store.base import WriteReport
+from docsctl.store.base import SourceVersion, WriteReport
 from docsctl.store.doc_vectors import group_centroids
 from docsctl.text import CODE_TOKEN, code_query_terms, code_text, code_token_terms, prose_terms, trim_token
 
@@ -169,6 +169,15 @@ def _marks(count: int) -> str:
 def _fts_query(terms: Sequence[str]) -> str:
     """Every term as an FTS5 string, ORed: user text never reaches the query parser as syntax."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _replaced_sql(replaced: Collection[SourceVersion]) -> tuple[str, list[str]]:
+    """A condition on `c` true for the chunks among `replaced` (StoreWriter.copy_sources), and its values."""
+    clauses, params = ["0"], []
+    for source, version in replaced:
+        clauses.append("c.source = ?" if version is None else "(c.source = ? AND c.version = ?)")
+        params.extend([source] if version is None else [source, version])
+    return " OR ".join(clauses), params
 
 
 def _select_in(conn: sqlite3.Connection, select: str, column: str, values: Sequence[Any]) -> list[tuple]:
@@ -1069,10 +1078,10 @@ class _SqliteWriter:
                 removed += len(ids)
         return removed
 
-    def copy_sources(self, exclude: Iterable[str]) -> int:
+    def copy_sources(self, exclude: Collection[SourceVersion]) -> int:
         if self._live is None:
             return 0
-        skip = list(exclude)
+        replaced_sql, replaced_params = _replaced_sql(exclude)
         copied = 0
         with self._errors():
             live = _connect(self._live)
@@ -1084,11 +1093,10 @@ class _SqliteWriter:
                         f"cannot copy vectors from {self._live}: built with {meta['model']} "
                         f"({meta['dimension']} dimensions), this index uses {self._meta.model}; reindex every source"
                     )
-                source_sql = f"WHERE c.source NOT IN ({_marks(len(skip))})" if skip else ""
                 cursor = live.execute(
-                    f"SELECT {_COLUMNS}, v.vector FROM chunks c LEFT JOIN vectors v ON v.chunk = c.id {source_sql} "
-                    "ORDER BY c.id",
-                    skip,
+                    f"SELECT {_COLUMNS}, v.vector FROM chunks c LEFT JOIN vectors v ON v.chunk = c.id "
+                    f"WHERE NOT ({replaced_sql}) ORDER BY c.id",
+                    replaced_params,
                 )
                 for batch in _batched(cursor, BATCH):
                     ids = [row[0] for row in batch]
@@ -1099,7 +1107,7 @@ class _SqliteWriter:
                 states = live.execute("SELECT source, state FROM sources").fetchall()
                 self._conn.executemany(
                     "INSERT OR IGNORE INTO sources (source, state) VALUES (?, ?)",
-                    [(source, state) for source, state in states if source not in skip],
+                    [(source, state) for source, state in states if (source, None) not in exclude],
                 )
                 live.execute("COMMIT")
             finally:

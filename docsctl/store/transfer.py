@@ -89,7 +89,7 @@ def import_index(store: Store, path: Path) -> tuple[int, list[str]]:
                 pending = []
         written += _write(writer, pending)
         if live is not None and (live.model, live.dimension) == (meta.model, meta.dimension):
-            writer.copy_sources(exclude=sources)
+            writer.copy_sources(exclude={(source, None) for source in sources})
         elif live is not None:
             others = sorted({info.source for info in store.list_sources()} - sources)
             if others:  # raising here abandons the new index: the live one stays as it was
