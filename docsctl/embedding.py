@@ -97,6 +97,13 @@ class Embedder:
         with self._setup_lock:
             return self._onnx_query_encoder
 
+    def prepare_queries(self) -> None:
+        """Make the query encoder now if this process has loaded torch (it has embedded chunks): the export
+        is made here then, in seconds, rather than by the next process that embeds a query, which would
+        start a child to load torch. Does nothing when the model was never loaded (nothing to embed)."""
+        if "_model" in self.__dict__:
+            self.query_encoder()
+
     @cached_property
     def _onnx_query_encoder(self) -> onnx_query.OnnxQueryEncoder | None:
         if self.query_runtime != "onnx":

@@ -53,6 +53,15 @@ def test_an_export_is_made_once_and_a_later_process_answers_without_torch(tmp_pa
     assert exported_files(tmp_path) == files
 
 
+def test_an_indexing_run_makes_the_export_while_torch_is_loaded(tmp_path: Path, embedder: Embedder):
+    indexer = Embedder(cache_dir=tmp_path)
+    indexer.prepare_queries()
+    assert exported_files(tmp_path) == []  # nothing was embedded: torch is not loaded for it
+    indexer.encode(["A chunk of documentation."])
+    indexer.prepare_queries()
+    assert [name.split(".", 1)[1] for name in exported_files(tmp_path)] == ["json", "onnx", "tokenizer.json"]
+
+
 def test_torch_runtime_exports_nothing_and_gives_the_same_vectors(tmp_path: Path, embedder: Embedder):
     on_torch = Embedder(cache_dir=tmp_path, query_runtime="torch")
     vector = on_torch.encode_query("open a structure from the PDB")
