@@ -15,6 +15,7 @@ import re
 # The `code_tokens` tokenizer pattern of mappings/chunks.json, and what it leaves between matches.
 _CODE_SPLIT = re.compile(r"[\s,;:()\[\]{}<>\"'`=|*+!?]+")
 CODE_TOKEN = re.compile(r"[^\s,;:()\[\]{}<>\"'`=|*+!?]+")
+CODE_SEPARATOR = re.compile(r"[\s,;:()\[\]{}<>\"'`=|*+!?]")
 _PART_SPLIT = re.compile(r"[\W_]+")
 _WORD = re.compile(r"[^\W_]+")
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)

@@ -60,7 +60,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -73,7 +73,15 @@ from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.process import pid_alive
 from docsctl.store.base import SourceVersion, WriteReport
 from docsctl.store.doc_vectors import group_centroids
-from docsctl.text import CODE_TOKEN, code_query_terms, code_text, code_token_terms, prose_terms, trim_token
+from docsctl.text import (
+    CODE_SEPARATOR,
+    CODE_TOKEN,
+    code_query_terms,
+    code_text,
+    code_token_terms,
+    prose_terms,
+    trim_token,
+)
 
 APPLICATION_ID = 0x64637478  # "dctx"
 SCHEMA_VERSION = 1
@@ -1129,15 +1137,29 @@ def _spans(marked: str | None, content: str) -> list[tuple[int, int]]:
     """Match offsets in `content` from FTS5 highlight() output using the two marker characters."""
     if not marked:
         return []
-    spans, offset, start = [], 0, 0
-    for char in marked:
-        if char == _MARK_START:
-            start = offset
-        elif char == _MARK_END:
-            spans.append((start, offset))
-        else:
-            offset += 1
-    return spans if offset == len(content) else []
+    spans, markers, position = [], 0, 0  # markers: how many marker characters precede `position`
+    while (start := marked.find(_MARK_START, position)) >= 0 and (end := marked.find(_MARK_END, start)) >= 0:
+        spans.append((start - markers, end - markers - 1))
+        markers += 2
+        position = end + 1
+    return spans if len(marked) - marked.count(_MARK_START) - marked.count(_MARK_END) == len(content) else []
+
+
+@lru_cache(maxsize=64)
+def _code_term_finder(code: frozenset[str]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(term) for term in sorted(code, key=len, reverse=True)))
+
+
+def _tokens_at(content: str, positions: list[int]) -> Iterator[re.Match[str]]:
+    """The code tokens of `content` holding these offsets, each once, in text order."""
+    reverse, starts = content[::-1], set()
+    for position in positions:
+        separator = CODE_SEPARATOR.search(reverse, len(content) - position)
+        start = len(content) - separator.start() if separator else 0
+        if start not in starts:
+            starts.add(start)
+            if token := CODE_TOKEN.match(content, start):
+                yield token
 
 
 def _code_spans(content: str, code: set[str]) -> list[tuple[int, int]]:
@@ -1145,8 +1167,13 @@ def _code_spans(content: str, code: set[str]) -> list[tuple[int, int]]:
     part (`SelectEditor` for "editor"): FTS5 alone marks `add` and `filter` apart, and nothing in `SelectEditor`."""
     if not code:
         return []
+    lowered = content.lower()
+    if len(lowered) == len(content):  # offsets kept: look only at the tokens that hold a code term
+        tokens = _tokens_at(content, [m.start() for m in _code_term_finder(frozenset(code)).finditer(lowered)])
+    else:
+        tokens = CODE_TOKEN.finditer(content)
     spans = []
-    for match in CODE_TOKEN.finditer(content):
+    for match in tokens:
         raw = match.group()
         if (raw.isalnum() and raw[1:].islower()) or not _IDENTIFIER.search(raw):
             continue  # a plain word (the first test is the common case, cheaply): FTS5 has marked it if it matched
