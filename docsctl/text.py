@@ -13,11 +13,15 @@ from __future__ import annotations
 import re
 
 # The `code_tokens` tokenizer pattern of mappings/chunks.json, and what it leaves between matches.
-_CODE_SPLIT = re.compile(r"[\s,;:()\[\]{}<>\"'`=|*+!?]+")
-CODE_TOKEN = re.compile(r"[^\s,;:()\[\]{}<>\"'`=|*+!?]+")
-CODE_SEPARATOR = re.compile(r"[\s,;:()\[\]{}<>\"'`=|*+!?]")
+_SEPARATORS = r"\s,;:()\[\]{}<>\"'`=|*+!?"
+CODE_SEPARATOR = re.compile(f"[{_SEPARATORS}]")
+_CODE_SPLIT = re.compile(f"[{_SEPARATORS}]+")
+CODE_TOKEN = re.compile(f"[^{_SEPARATORS}]+")
 _PART_SPLIT = re.compile(r"[\W_]+")
-_WORD = re.compile(r"[^\W_]+")
+WORD = re.compile(r"[^\W_]+")
+# A Markdown code fence's opening line. Chunks keep Markdown fences and heading lines (indexer/chunking.py),
+# and the server reads chunks by them (server/sections.py): one rule for both.
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 
 # Lucene's `_english_` stop words, which the `prose` analyzer removes.
@@ -31,6 +35,12 @@ STOP_WORDS = frozenset(
 
 MAX_TERM_LENGTH = 64  # longer "words" are hashes or base64: their parts still count
 MAX_QUERY_TERMS = 64  # a pasted page becomes a bounded query
+
+
+def closes_fence(line: str, fence: str) -> bool:
+    """Whether `line` closes the code block that `fence` (the FENCE match of its opening line) opened."""
+    stripped = line.strip()
+    return bool(stripped) and set(stripped) == {fence[0]} and len(stripped) >= len(fence)
 
 
 def case_parts(word: str) -> list[str]:
@@ -121,5 +131,5 @@ def code_query_terms(text: str, limit: int = MAX_QUERY_TERMS) -> list[str]:
 
 def prose_terms(text: str, limit: int = MAX_QUERY_TERMS) -> list[str]:
     """The distinct words of a user's query, lowercased, stop words and possessive 's dropped."""
-    words = (word.lower() for word in _WORD.findall(_POSSESSIVE.sub("", text)))
+    words = (word.lower() for word in WORD.findall(_POSSESSIVE.sub("", text)))
     return _unique([word for word in words if word not in STOP_WORDS and len(word) <= MAX_TERM_LENGTH], limit)

@@ -118,7 +118,7 @@ def reindex(
                 store, embedder, targets, lock_path=settings.lock_path, full=full, cache=cache, progress=on_progress
             )
         cache.close()
-        embedder.prepare_queries()  # torch is at hand if anything was embedded: the first query need not
+        embedder.prepare_queries()  # while torch is loaded (if anything was embedded), not in the first query
     failed_sources = [{"source": name, "reason": reason} for name, reason in resolved.failures]
     if as_json:
         print_json({"backend": store.backend, **summary.to_dict(), "failed_sources": failed_sources})

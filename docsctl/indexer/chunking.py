@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 
 from docsctl.models import ExtractedDoc, Section
+from docsctl.text import FENCE, closes_fence
 
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 
 
@@ -189,12 +189,11 @@ def _blocks(section: Section, index: int) -> list[_Block]:
     for offset, line in enumerate(lines):
         if fence is not None:
             current.append(line)
-            stripped = line.strip()
-            if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            if closes_fence(line, fence):
                 flush(offset, "code")
                 fence = None
             continue
-        marker = _FENCE.match(line)
+        marker = FENCE.match(line)
         if marker:
             flush(offset - 1)
             fence, start = marker.group(1), offset

@@ -310,13 +310,10 @@ class Searcher:
             return []
         shown = self.store.page(text, [hit.chunk.chunk_id for hit in hits])
         return [
-            replace(
-                hit,
-                chunk=relabel(shown[hit.chunk.chunk_id].chunk, shown[hit.chunk.chunk_id].highlights),
-                highlights=shown[hit.chunk.chunk_id].highlights,
-            )
+            replace(hit, chunk=relabel(found.chunk, found.highlights), highlights=found.highlights)
             for hit in hits
-            if hit.chunk.chunk_id in shown  # removed between the two requests by a concurrent reindex
+            # None: removed between the two requests by a concurrent reindex
+            if (found := shown.get(hit.chunk.chunk_id)) is not None
         ]
 
     def effective_filters(self, filters: Filters) -> Filters:

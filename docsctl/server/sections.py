@@ -13,11 +13,10 @@ import re
 from dataclasses import dataclass, replace
 
 from docsctl.models import Chunk
+from docsctl.text import FENCE, WORD, closes_fence
 
-_HEADING = re.compile(r"(#{1,6}) +(\S.*)")
-_FENCE = re.compile(r"\s*(`{3,}|~{3,})")
+_HEADING = re.compile(r"(#{1,6}) +(\S.*)")  # as chunking writes a merged section's heading
 _MARKED = re.compile(r"<em>(.*?)</em>", re.DOTALL)
-_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -33,9 +32,12 @@ def _parts(content: str) -> list[_Part]:
     lines: list[str] = []
     fence = ""
     for line in content.splitlines():
-        opened = _FENCE.match(line)
-        if opened and (not fence or opened.group(1).startswith(fence)):
-            fence = "" if fence else opened.group(1)[0] * 3
+        if fence:
+            fence = "" if closes_fence(line, fence) else fence
+            lines.append(line)
+            continue
+        opened = FENCE.match(line)
+        fence = opened.group(1) if opened else ""
         heading = None if fence else _HEADING.fullmatch(line.rstrip())
         if heading:
             parts[-1] = replace(parts[-1], text="\n".join(lines))
@@ -50,10 +52,7 @@ def _parts(content: str) -> list[_Part]:
 def highlighted_words(highlights: list[str]) -> set[str]:
     """The distinct words the highlighter marked, lowercased."""
     return {
-        word.lower()
-        for fragment in highlights
-        for marked in _MARKED.findall(fragment)
-        for word in _WORD.findall(marked)
+        word.lower() for fragment in highlights for marked in _MARKED.findall(fragment) for word in WORD.findall(marked)
     }
 
 
@@ -61,15 +60,17 @@ def shown_section(chunk: Chunk, highlights: list[str]) -> tuple[list[str], str] 
     """(breadcrumb, section) of the merged section holding most of the highlighted words, when that is
     not the chunk's own (first) section; None to keep the chunk's labels."""
     marked = highlighted_words(highlights)
+    if not marked:
+        return None
     parts = _parts(chunk.content)
-    if not marked or len(parts) < 2:
+    if len(parts) < 2:
         return None
     first_text = next((i for i, part in enumerate(parts) if part.text.strip()), None)
     if first_text is None:
         return None
 
     def matches(part: _Part) -> int:
-        return len(marked & {word.lower() for word in _WORD.findall(f"{part.heading}\n{part.text}")})
+        return len(marked & {word.lower() for word in WORD.findall(f"{part.heading}\n{part.text}")})
 
     # Heading lines before the chunk's first text are its own section's (and its parents'): not merged.
     best = max(range(first_text, len(parts)), key=lambda i: (matches(parts[i]), -i))
