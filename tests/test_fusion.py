@@ -5,6 +5,7 @@ from docsctl.models import Chunk, Hit
 from docsctl.server.fusion import min_max_fusion, reciprocal_rank_fusion
 from docsctl.server.search import (
     Ranking,
+    Searcher,
     collapse_by_document,
     fuse,
     fuse_documents,
@@ -108,6 +109,21 @@ def test_fuse_documents_adds_weighted_document_rankings_of_candidates_only():
     assert fused[0].score == pytest.approx(2 / 62 + 3 / 61)
     unweighted = fuse_documents(bm25, knn, {"bm25": 1.0, "knn": 1.0, "extra": 0.0}, doc_rankings={"extra": ["d2"]})
     assert [hit.chunk.doc_id for hit in unweighted] == ["d1", "d2"]
+
+
+def test_fuse_ranked_gives_the_document_ranking_only_the_share_the_query_weights_give_it():
+    ranking = Ranking(weights={"bm25": 0.1, "knn": 1.0, "document": 0.2}, keyword_weights={"bm25": 1.5, "knn": 1.0})
+    searcher = Searcher(None, None, ranking=ranking)  # fusion reads neither the store nor the embedder
+    bm25 = [_hit("c1", "d1"), _hit("c2", "d2")]
+    knn = [_hit("c3", "d1"), _hit("c4", "d2")]
+
+    def order(text: str, documents: list[str]) -> list[str]:
+        return [hit.chunk.doc_id for hit in searcher.fuse_ranked(text, bm25, knn, True, documents)]
+
+    # A keyword query's weights name no document ranking: given one, it must not count (at RRF's default 1).
+    assert order("Tabulator", ["d2"]) == order("Tabulator", []) == ["d1", "d2"]
+    # A question's do: 0.2 / 61 lifts d2 over d1's lead of 1.1 / 61 - 1.1 / 62.
+    assert order("how do I show a table of data", ["d2"]) == ["d2", "d1"]
 
 
 def test_fuse_documents_returns_one_hit_per_document_in_score_order():

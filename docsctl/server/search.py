@@ -276,7 +276,8 @@ class Searcher:
                 method=r.method,
                 k=r.rrf_k,
                 mentioned=mentioned_names(text),
-                doc_rankings={"document": documents} if documents else None,
+                # a ranking the weights give no share would count at weight 1
+                doc_rankings={"document": documents} if documents and weights.get("document", 0.0) > 0 else None,
             )
         return fuse(bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k)
 
