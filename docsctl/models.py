@@ -68,6 +68,8 @@ class Chunk:
     names: list[str] = field(default_factory=list)
     url: str | None = None
     anchor: str | None = None
+    # [heading, anchor or ""] of each section merged into this chunk (its heading lines in `content`)
+    merged_anchors: list[list[str]] = field(default_factory=list)
     version: str = ""
     indexed_at: str = ""
     embedding: Vector | None = None
@@ -86,6 +88,7 @@ class Chunk:
         # Shallow on purpose: asdict() deep-copies the vector, 100x slower on the bulk-write path.
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["breadcrumb"], data["names"] = list(self.breadcrumb), list(self.names)
+        data["merged_anchors"] = [list(pair) for pair in self.merged_anchors]
         if not with_embedding:
             data.pop("embedding")
         return data

@@ -187,6 +187,8 @@ def test_tiny_sections_merge_with_following_siblings_and_children():
     assert piece.content == merged_text + prose(150)
     assert (piece.start_line, piece.end_line) == (7, 20)
     assert [p.section for p in pieces] == ["Page", "Options"]
+    assert piece.merged_anchors == (("Colour", "colour"), ("Size", "size"), ("Big", "big"))
+    assert pieces[0].merged_anchors == ()
 
 
 def test_tiny_section_does_not_merge_across_parents_or_past_max():

@@ -69,10 +69,13 @@ def by_id(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def mapping_fields(name: str) -> dict[str, str]:
-    """Every field of mappings/<name> with its type, multi-fields as `parent.sub`."""
+    """Every field of mappings/<name> with its type, multi-fields as `parent.sub`; not a disabled object
+    (kept in _source only: Dashboards lists no field for it)."""
     properties = json.loads((REPO / "mappings" / name).read_text(encoding="utf-8"))["mappings"]["properties"]
     fields = {}
     for field, spec in properties.items():
+        if spec["type"] == "object" and spec.get("enabled") is False:
+            continue
         fields[field] = spec["type"]
         for sub, sub_spec in spec.get("fields", {}).items():
             fields[f"{field}.{sub}"] = sub_spec["type"]

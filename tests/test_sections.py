@@ -7,7 +7,7 @@ from corpus_fixtures import BACKENDS, backend_settings, index_folder
 
 from docsctl.models import Chunk
 from docsctl.server.search import Searcher
-from docsctl.server.sections import highlighted_words, relabel, shown_section
+from docsctl.server.sections import Shown, highlighted_words, relabel, shown_section
 from docsctl.store import open_store
 
 MERGED = """Each document is hashed. Unchanged documents are skipped.
@@ -25,7 +25,9 @@ A rebuild that fails leaves the old index serving.
 Categories come from path rules."""
 
 
-def chunk(content: str, breadcrumb: tuple[str, ...] = ("Incremental updates",)) -> Chunk:
+def chunk(
+    content: str, breadcrumb: tuple[str, ...] = ("Incremental updates",), merged_anchors: list[list[str]] | None = None
+) -> Chunk:
     return Chunk(
         chunk_id="c",
         doc_id="docs:reindex.md",
@@ -39,6 +41,8 @@ def chunk(content: str, breadcrumb: tuple[str, ...] = ("Incremental updates",)) 
         chunk_index=1,
         content=content,
         content_hash="h",
+        anchor="incremental-updates",
+        merged_anchors=merged_anchors or [],
     )
 
 
@@ -48,12 +52,31 @@ def test_marked_words_are_read_from_every_fragment():
 
 def test_the_section_holding_the_marked_words_labels_the_result():
     shown = shown_section(chunk(MERGED), ["a new <em>index</em> and <em>swaps</em> it in"])
-    assert shown == (["Rebuilding without downtime"], "Rebuilding without downtime")
+    assert shown == Shown(["Rebuilding without downtime"], "Rebuilding without downtime", None)
 
 
 def test_a_child_of_a_merged_section_keeps_its_parent_in_the_breadcrumb():
     shown = shown_section(chunk(MERGED, ("Guide", "Incremental updates")), ["a <em>rebuild</em> that <em>fails</em>"])
-    assert shown == (["Guide", "Rebuilding without downtime", "Failures"], "Failures")
+    assert shown == Shown(["Guide", "Rebuilding without downtime", "Failures"], "Failures", None)
+
+
+ANCHORS = [["Rebuilding without downtime", "rebuild"], ["Failures", "failures"], ["Categories", "categories"]]
+
+
+def test_the_shown_section_links_to_its_own_anchor():
+    shown = relabel(chunk(MERGED, merged_anchors=ANCHORS), ["a <em>rebuild</em> that <em>fails</em>"])
+    assert (shown.section, shown.anchor) == ("Failures", "failures")
+    # No anchor recorded (an index written before merged_anchors, a heading without one): the chunk's own.
+    assert relabel(chunk(MERGED), ["a <em>rebuild</em> that <em>fails</em>"]).anchor == "incremental-updates"
+    unanchored = [["Rebuilding without downtime", "rebuild"], ["Failures", ""]]
+    assert relabel(chunk(MERGED, merged_anchors=unanchored), ["<em>fails</em>"]).anchor == "incremental-updates"
+
+
+def test_a_repeated_heading_links_to_the_occurrence_that_matched():
+    content = "Intro.\n\n## Color\n\n### Parameters\n\nhue\n\n## Size\n\n### Parameters\n\nwidth in pixels"
+    anchors = [["Color", "color"], ["Parameters", "color-parameters"], ["Size", "size"], ["Parameters", "size-params"]]
+    shown = relabel(chunk(content, merged_anchors=anchors), ["<em>width</em> in <em>pixels</em>"])
+    assert (shown.breadcrumb, shown.section, shown.anchor) == (["Size", "Parameters"], "Parameters", "size-params")
 
 
 def test_the_first_section_keeps_its_label_when_it_matches_as_well():
@@ -95,11 +118,12 @@ def test_search_labels_a_merged_chunk_by_the_section_it_matched_in(
         searcher = Searcher(open_store(settings), embedder)
         (hit,) = searcher.search("rebuild beside the live index, then swap", limit=1).hits
         assert "## Rebuilding without downtime" in hit.chunk.content  # one chunk holds both sections
-        assert (hit.chunk.section, hit.chunk.breadcrumb) == (
+        assert (hit.chunk.section, hit.chunk.breadcrumb, hit.chunk.anchor) == (
             "Rebuilding without downtime",
             ["Rebuilding without downtime"],
+            "rebuilding-without-downtime",  # the section's own anchor, stored with the chunk
         )
         (hit,) = searcher.search("hashed unchanged documents skipped", limit=1).hits
-        assert hit.chunk.section == "Incremental updates"
+        assert (hit.chunk.section, hit.chunk.anchor) == ("Incremental updates", "incremental-updates")
     finally:
         open_store(settings).drop()

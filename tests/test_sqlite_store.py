@@ -16,7 +16,7 @@ from contract_fixtures import DOCS
 from docsctl.errors import IndexMissingError, LockedError, StoreError
 from docsctl.models import Chunk, Filters, IndexMeta
 from docsctl.store import sqlite as sqlite_module
-from docsctl.store.sqlite import SqliteStore, fragments
+from docsctl.store.sqlite import SCHEMA_VERSION, SqliteStore, fragments
 
 META = IndexMeta(mapping_version=1, model="test-model", dimension=4)
 
@@ -115,6 +115,21 @@ def test_an_index_of_another_schema_version_asks_for_a_rebuild(path):
         fresh.bm25("color", k=3)
     build(fresh, sample(), rebuild=True)
     assert fresh.bm25("color", k=3)
+
+
+def test_an_index_of_the_previous_schema_is_upgraded_in_place_and_keeps_answering(path):
+    store = SqliteStore(path)
+    build(store, sample())
+    with sqlite3.connect(path) as conn:  # schema 1: chunks had no merged_anchors column
+        conn.execute("ALTER TABLE chunks DROP COLUMN merged_anchors")
+        conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    fresh = SqliteStore(path)
+    assert fresh.bm25("color", k=3)
+    assert fresh.get_chunk(sample()[0].chunk_id).merged_anchors == []
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
 
 
 def _dead_pid() -> int:

@@ -14,7 +14,9 @@ How:
    `min_chars`). A piece after the first of a unit starts with the tail of the previous one (at most
    `overlap_chars`, whole paragraphs or sentences, never from code).
 
-A piece is labelled with the section of its first own block (overlap excluded). Line numbers are
+A piece is labelled with the section of its first own block (overlap excluded), and keeps the
+heading and anchor of each heading line in its text (`merged_anchors`), so that a result can link to
+the merged section it matched in. Line numbers are
 mapped from a block's position in its section's text onto the section's source lines, linearly:
 exact where the extractor kept one text line per source line (Markdown, rst), approximate for HTML.
 """
@@ -40,6 +42,8 @@ class Piece:
     content: str
     start_line: int
     end_line: int
+    # (heading, anchor or "") of each heading line in `content`, in order
+    merged_anchors: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class _Block:
     start: int
     end: int
     kind: str = "text"  # text | code | heading | overlap
+    anchor: str | None = None  # a heading block's own section's (`section` may be a later one's)
 
 
 _Group = tuple[list[_Block], int]  # the blocks of one piece, and the section it is labelled with
@@ -79,6 +84,9 @@ def chunk_sections(
                     content="\n\n".join(block.text for block in blocks),
                     start_line=min(block.start for block in blocks),
                     end_line=max(block.end for block in blocks),
+                    merged_anchors=tuple(
+                        (heading_text(block.text), block.anchor or "") for block in blocks if block.kind == "heading"
+                    ),
                 )
             )
     return pieces
@@ -110,9 +118,14 @@ def _heading_line(section: Section) -> str:
     return f"{'#' * min(max(section.level, 1), 6)} {section.heading}"
 
 
+def heading_text(line: str) -> str:
+    """The heading of a Markdown heading line as _heading_line writes it."""
+    return line.lstrip("#").strip()
+
+
 def _heading_block(section: Section, index: int) -> _Block:
     """A section's heading as a Markdown heading line, labelled with section `index`."""
-    return _Block(_heading_line(section), index, section.start_line, section.start_line, "heading")
+    return _Block(_heading_line(section), index, section.start_line, section.start_line, "heading", section.anchor)
 
 
 def _same_parent(first: tuple[str, ...], other: tuple[str, ...]) -> bool:

@@ -126,6 +126,7 @@ def build_chunks(doc: SourceDoc, extracted: ExtractedDoc, doc_hash: str) -> list
                 names=names,
                 url=doc.url,
                 anchor=piece.anchor,
+                merged_anchors=[list(pair) for pair in piece.merged_anchors],
                 version=doc.version,
             )
         )

@@ -4,7 +4,8 @@ The chunker merges a short section with the sibling sections after it (and their
 their headings in the chunk's text as Markdown heading lines, and labels the chunk with the first one
 (docsctl/indexer/chunking.py). A result whose matching words are all under a later heading is shown
 under that heading instead, so that text found under "Rebuilding without downtime" is not labelled
-"Incremental updates". Pure: the chunk's text and the highlights are all it reads.
+"Incremental updates", and links to that section's anchor when the chunker recorded one
+(Chunk.merged_anchors). Pure: the chunk and the highlights are all it reads.
 """
 
 from __future__ import annotations
@@ -56,9 +57,16 @@ def highlighted_words(highlights: list[str]) -> set[str]:
     }
 
 
-def shown_section(chunk: Chunk, highlights: list[str]) -> tuple[list[str], str] | None:
-    """(breadcrumb, section) of the merged section holding most of the highlighted words, when that is
-    not the chunk's own (first) section; None to keep the chunk's labels."""
+@dataclass(frozen=True)
+class Shown:
+    breadcrumb: list[str]
+    section: str
+    anchor: str | None  # None when the chunk holds no anchor for it
+
+
+def shown_section(chunk: Chunk, highlights: list[str]) -> Shown | None:
+    """The merged section holding most of the highlighted words, when that is not the chunk's own (first)
+    section; None to keep the chunk's labels."""
     marked = highlighted_words(highlights)
     if not marked:
         return None
@@ -82,13 +90,22 @@ def shown_section(chunk: Chunk, highlights: list[str]) -> tuple[list[str], str] 
             stack.pop()
         stack.append(part)
     parent = list(chunk.breadcrumb[:-1])
-    return [*parent, *(part.heading for part in stack)], parts[best].heading
+    return Shown([*parent, *(part.heading for part in stack)], parts[best].heading, _anchor(chunk, parts, best))
+
+
+def _anchor(chunk: Chunk, parts: list[_Part], index: int) -> str | None:
+    """The anchor recorded for the heading of parts[index], matched by heading and occurrence (a heading can
+    repeat in one chunk: "Parameters" under two merged sections)."""
+    heading = parts[index].heading
+    occurrence = sum(1 for part in parts[1:index] if part.heading == heading)  # parts[0]: text before any heading
+    recorded = [anchor for name, anchor in chunk.merged_anchors if name == heading]
+    return (recorded[occurrence] or None) if occurrence < len(recorded) else None
 
 
 def relabel(chunk: Chunk, highlights: list[str]) -> Chunk:
-    """`chunk` labelled with the section its highlights are in (shown_section), or unchanged."""
+    """`chunk` labelled and anchored with the section its highlights are in (shown_section), or unchanged."""
     shown = shown_section(chunk, highlights)
     if shown is None:
         return chunk
-    breadcrumb, section = shown
-    return replace(chunk, breadcrumb=breadcrumb, section=section)
+    # Without an anchor of its own, the link keeps the chunk's: the first merged section, a few lines above.
+    return replace(chunk, breadcrumb=shown.breadcrumb, section=shown.section, anchor=shown.anchor or chunk.anchor)

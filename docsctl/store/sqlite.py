@@ -4,7 +4,7 @@ Schema (`PRAGMA application_id` = APPLICATION_ID, `PRAGMA user_version` = SCHEMA
 
     meta(key, value)            mapping_version, model, dimension, index_id, generation
     sources(source, state)      what record_source stored, as JSON
-    chunks(id, chunk_id, ...)   every Chunk field; breadcrumb and names as JSON. `id` is the rowid
+    chunks(id, chunk_id, ...)   every Chunk field; breadcrumb, names, merged_anchors as JSON. `id` is the rowid
                                 shared by the three tables below.
     chunk_names(name, chunk)    lowercased names, for lookup
     vectors(chunk, vector)      normalized float32 little-endian blobs
@@ -84,7 +84,11 @@ from docsctl.text import (
 )
 
 APPLICATION_ID = 0x64637478  # "dctx"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Schema changes that only add a column, by the version they upgrade from: a file of that version is
+# upgraded in place when opened, so it keeps answering (the next reindex rebuilds it, since its meta
+# records the older version, and fills the new column).
+UPGRADES = {1: "ALTER TABLE chunks ADD COLUMN merged_anchors TEXT NOT NULL DEFAULT '[]'"}
 BATCH = 256
 BUSY_TIMEOUT_MS = 5000
 MAX_IDLE_READERS = 8
@@ -132,6 +136,7 @@ CREATE TABLE chunks (
     names TEXT NOT NULL,
     url TEXT,
     anchor TEXT,
+    merged_anchors TEXT NOT NULL,
     indexed_at TEXT NOT NULL
 );
 CREATE INDEX chunks_doc ON chunks (doc_id, chunk_index);
@@ -154,7 +159,8 @@ PRAGMA user_version = {SCHEMA_VERSION};
 
 _CHUNK_FIELDS = [
     "chunk_id", "doc_id", "source", "path", "version", "title", "breadcrumb", "section", "category", "doc_type",
-    "chunk_index", "content", "content_hash", "start_line", "end_line", "names", "url", "anchor", "indexed_at",
+    "chunk_index", "content", "content_hash", "start_line", "end_line", "names", "url", "anchor", "merged_anchors",
+    "indexed_at",
 ]  # fmt: skip
 _COLUMNS = ", ".join(f"c.{name}" for name in _CHUNK_FIELDS)
 _BUILDING = re.compile(r"\.building-(\d+)(-wal|-shm|-journal)?$")
@@ -213,6 +219,7 @@ def _chunk_from_row(row: Sequence[Any], embedding: bytes | None = None) -> Chunk
     data = dict(zip(_CHUNK_FIELDS, row, strict=False))
     data["breadcrumb"] = json.loads(data["breadcrumb"])
     data["names"] = json.loads(data["names"])
+    data["merged_anchors"] = json.loads(data["merged_anchors"])
     if embedding is not None:
         data["embedding"] = np.frombuffer(embedding, dtype="<f4").tolist()
     return Chunk(**data)
@@ -293,6 +300,29 @@ def _connect(path: Path, *, create: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(target, uri=not create, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return conn
+
+
+def _upgrade(conn: sqlite3.Connection) -> int:
+    """The file's schema version after applying UPGRADES to it (unchanged when none applies, or when the file
+    cannot be written: the caller then asks for a rebuild)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version not in UPGRADES:
+        return version
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        return version
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have upgraded it
+        while version in UPGRADES:
+            conn.execute(UPGRADES[version])
+            version += 1
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError:
+        conn.execute("ROLLBACK")
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+    return version
 
 
 def _probe(conn: sqlite3.Connection, path: Path) -> bool:
@@ -550,7 +580,7 @@ class SqliteStore:
         try:
             if not _probe(conn, self.path):
                 raise self._missing()
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            version = _upgrade(conn)
             if version != SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path} was written by another docsctl version (index schema {version}, this "
@@ -983,6 +1013,7 @@ def _chunk_params(chunk: Chunk, indexed_at: str) -> list[Any]:
     """The values of _CHUNK_FIELDS for one chunk, as stored."""
     data = {name: getattr(chunk, name) for name in _CHUNK_FIELDS}  # not to_dict(): it deep-copies the vector
     data["breadcrumb"], data["names"] = json.dumps(chunk.breadcrumb), json.dumps(chunk.names)
+    data["merged_anchors"] = json.dumps(chunk.merged_anchors)
     data["indexed_at"] = chunk.indexed_at or indexed_at
     return [data[name] for name in _CHUNK_FIELDS]
 
