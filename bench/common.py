@@ -16,9 +16,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from docsctl.config import Settings, load_settings  # noqa: E402
+from docsctl.embedding import Embedder, EmbeddingCache, embedder_for  # noqa: E402
+from docsctl.evaluation.run import EvalQuery, corpora_of, index_corpora, load_queries  # noqa: E402
 from docsctl.indexer.sources import SourceTarget  # noqa: E402
+from docsctl.store import open_store  # noqa: E402
+from docsctl.store.base import Store  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"
 DEV_QUERIES = ROOT.parent / "shared" / "eval" / "dev.jsonl"
@@ -108,6 +114,26 @@ def corpus_targets(work: Path, every: int = 1) -> list[SourceTarget]:
 
 def corpus_label(every: int) -> str:
     return "chimerax + holoviz, all files" if every <= 1 else f"chimerax + holoviz, every {every}th file by path"
+
+
+@contextmanager
+def dev_corpora_index(backend: str, opensearch_url: str | None) -> Iterator[tuple[Store, Embedder, list[EvalQuery]]]:
+    """The dev corpora indexed as `docsctl eval` indexes them (one source per corpus, vectors from the
+    embedding cache) into a throw-away index, dropped on exit; with the store, its embedder, the judged queries."""
+    work = Path(tempfile.mkdtemp(prefix=f"docsctl-bench-dev-{backend}-"))
+    settings = bench_settings(backend, opensearch_url, work)
+    store = open_store(settings)
+    embedder = embedder_for(settings)
+    queries = load_queries(DEV_QUERIES)
+    cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
+    try:
+        log(f"indexing the dev corpora into {backend}")
+        index_corpora(store, embedder, CORPORA, corpora_of(queries, CORPORA), lock_path=settings.lock_path, cache=cache)
+        yield store, embedder, queries
+    finally:
+        cache.close()
+        store.drop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def dev_queries() -> list[str]:

@@ -13,32 +13,20 @@ Prints JSON (and writes it to --out): metrics per setting, overall and per kind,
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from common import CORPORA, DEV_QUERIES, backends_of, bench_parser, bench_settings, log, machine, write_result
+from common import backends_of, bench_parser, dev_corpora_index, log, machine, write_result
 
-from docsctl.embedding import EmbeddingCache, embedder_for
-from docsctl.evaluation.run import EvalQuery, ModeReport, corpora_of, index_corpora, judge, load_queries
+from docsctl.evaluation.run import EvalQuery, ModeReport, judge
 from docsctl.models import Filters, Hit
 from docsctl.server.search import KEYWORD_WEIGHTS, QUESTION_WEIGHTS, Ranking, Searcher
-from docsctl.store import open_store
 
 CANDIDATES = 50
 DEPTH = 10
 
 
 def measure(backend: str, opensearch_url: str | None, weights: list[float]) -> list[dict[str, Any]]:
-    work = Path(tempfile.mkdtemp(prefix="docsctl-docvec-"))
-    settings = bench_settings(backend, opensearch_url, work)
-    store = open_store(settings)
-    embedder = embedder_for(settings)
-    queries = load_queries(DEV_QUERIES)
-    cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
-    try:
-        log(f"indexing the corpora into {backend}")
-        index_corpora(store, embedder, CORPORA, corpora_of(queries, CORPORA), lock_path=settings.lock_path, cache=cache)
+    with dev_corpora_index(backend, opensearch_url) as (store, embedder, queries):
         searcher = Searcher(store, embedder)
         candidates: dict[str, tuple[list[Hit], list[Hit], list[str]]] = {}
         for query in queries:
@@ -71,9 +59,6 @@ def measure(backend: str, opensearch_url: str | None, weights: list[float]) -> l
                 settings_run.append({"setting": label, "weight": weight, "applies_to": applies, **report})
                 overall = report["overall"]
                 log(f"{backend} {label:45} MRR@10 {overall['MRR@10']:.3f} Recall@5 {overall['Recall@5']:.3f}")
-    finally:
-        cache.close()
-        store.drop()
     return settings_run
 
 

@@ -33,14 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import CORPORA, DEV_QUERIES, bench_parser, bench_settings, log, machine, write_result
+from common import bench_parser, dev_corpora_index, log, machine, write_result
 
 from docsctl.config import default_cache_dir
-from docsctl.embedding import EmbeddingCache, embedder_for
-from docsctl.evaluation.run import ModeReport, corpora_of, index_corpora, judge, load_queries
+from docsctl.evaluation.run import ModeReport, judge
 from docsctl.models import Chunk, Filters, Hit
 from docsctl.server.search import Searcher
-from docsctl.store import open_store
 from docsctl.store.doc_vectors import group_centroids
 
 CANDIDATES_PER_RETRIEVER = 50
@@ -175,21 +173,14 @@ def cached_vectors(folder: Path, encoder: OnnxEncoder, texts: list[str]) -> np.n
 
 
 def chunks_per_second(encode: Any, texts: list[str]) -> float:
+    encode(texts[:BATCH])  # loads the model (torch) and warms the session up, untimed
     started = time.perf_counter()
     encode(texts)
     return round(len(texts) / (time.perf_counter() - started), 1)
 
 
 def measure(backend: str, opensearch_url: str | None, names: list[str], sample: int) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="docsctl-models-"))
-    settings = bench_settings(backend, opensearch_url, work)
-    store = open_store(settings)
-    embedder = embedder_for(settings)
-    queries = load_queries(DEV_QUERIES)
-    cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
-    try:
-        log(f"indexing the corpora into {backend} with the default model")
-        index_corpora(store, embedder, CORPORA, corpora_of(queries, CORPORA), lock_path=settings.lock_path, cache=cache)
+    with dev_corpora_index(backend, opensearch_url) as (store, embedder, queries):
         chunks = sorted(store.iter_chunks(with_embedding=True), key=lambda chunk: chunk.chunk_id)
         corpus = load_corpus(chunks)
         searcher = Searcher(store, embedder)
@@ -201,7 +192,7 @@ def measure(backend: str, opensearch_url: str | None, names: list[str], sample: 
         sample_texts = texts[:sample]
         default_speed = chunks_per_second(embedder.encode, sample_texts)
         models: dict[str, Any] = {}
-        encoders: dict[str, Any] = {settings.model: None, **{name: CANDIDATES[name] for name in names}}
+        encoders: dict[str, Any] = {embedder.model_name: None, **{name: CANDIDATES[name] for name in names}}
         for name, candidate in encoders.items():
             if candidate is None:
                 vectors = np.array([chunk.embedding for chunk in chunks], dtype=np.float32)
@@ -231,10 +222,6 @@ def measure(backend: str, opensearch_url: str | None, names: list[str], sample: 
             for mode in ("knn", "hybrid"):
                 overall = models[name][mode]["overall"]
                 log(f"{name:20} {mode:6} MRR@10 {overall['MRR@10']:.3f} Recall@5 {overall['Recall@5']:.3f}")
-    finally:
-        cache.close()
-        store.drop()
-        shutil.rmtree(work, ignore_errors=True)
     return {"chunks": len(chunks), "sample": len(sample_texts), "models": models}
 
 
