@@ -98,7 +98,8 @@ def test_eval_command_prints_json_for_scripts(eval_index, shared_dir: Path, tmp_
     queries.write_text("\n".join(subset) + "\n", encoding="utf-8")
     result = CliRunner().invoke(
         app,
-        ["eval", str(queries), "--corpora", str(eval_index.corpora_dir), "--mode", "bm25", "--json"],
+        ["eval", str(queries), "--corpora", str(eval_index.corpora_dir), "--mode", "bm25", "--json"]
+        + ["--index", eval_index.settings.index_alias],
         env=eval_index.env(),
     )
     assert result.exit_code == 0, result.output
@@ -139,6 +140,21 @@ def test_eval_command_rejects_bad_input_in_one_line(tmp_path: Path, content: str
     assert result.exit_code == 1
     assert message in " ".join(result.stderr.split())
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_eval_command_keeps_the_corpora_out_of_the_index_you_search(tmp_path: Path, embedding_cache_dir: Path):
+    corpora = tmp_path / "corpora"
+    (corpora / "c").mkdir(parents=True)
+    (corpora / "c" / "a.md").write_text("# Colors\n\nColor a protein by chain.\n", encoding="utf-8")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(GOOD.replace('"x"', '"color by chain"') + "\n", encoding="utf-8")
+    data = tmp_path / "data"
+    env = {"DOCSCTL_BACKEND": "sqlite", "DOCSCTL_DATA_DIR": str(data), "DOCSCTL_CACHE_DIR": str(embedding_cache_dir)}
+    result = CliRunner().invoke(app, ["eval", str(queries), "--corpora", str(corpora), "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["modes"]["hybrid"]["overall"]["MRR@10"] == 1.0
+    assert (data / "docsctl-chunks-eval.sqlite").exists()
+    assert not (data / "docsctl-chunks.sqlite").exists()  # the configured index is not touched
 
 
 def test_eval_command_rejects_an_unknown_mode(tmp_path: Path):

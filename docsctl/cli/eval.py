@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -57,6 +58,14 @@ def eval_command(
         Path, typer.Option("--corpora", help="Folder holding one sub-folder per corpus named in the queries.")
     ],
     mode: Annotated[str, typer.Option(help="bm25, knn, hybrid or all (default).")] = "all",
+    index: Annotated[
+        str | None,
+        typer.Option(
+            "--index",
+            help="Index to build and search (an OpenSearch alias; the SQLite file's name). Default: the "
+            "configured index_alias + '-eval', so that the corpora never join the index you search.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the whole report, rankings included, as JSON.")
     ] = False,
@@ -68,10 +77,13 @@ def eval_command(
     """Index each corpus (incrementally) as a source named after it, run every query in its corpus, and
     report MRR@10, Recall@1/5/10, Success@5 and nDCG@10 per mode, overall and per query kind.
 
+    The corpora go into an index of their own (--index), kept for the next run, which only indexes what changed.
+
     Example: docsctl eval ../shared/eval/dev.jsonl --corpora ../shared/corpora --mode all
     """
     with user_errors():
         settings = settings_from(config, opensearch_url, backend, data_dir)
+        settings = replace(settings, index_alias=index or f"{settings.index_alias}-eval")
         from docsctl.evaluation.run import corpora_of, load_queries, parse_modes
 
         modes = parse_modes(mode)
