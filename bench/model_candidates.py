@@ -149,13 +149,14 @@ def load_corpus(chunks: list[Chunk]) -> Corpus:
     )
 
 
-def rankings(corpus: Corpus, vectors: np.ndarray, query_vector: np.ndarray, source: str) -> tuple[list[Hit], list[str]]:
+def rankings(
+    corpus: Corpus, vectors: np.ndarray, centroids: np.ndarray, query_vector: np.ndarray, source: str
+) -> tuple[list[Hit], list[str]]:
     """Exact k-NN: the 50 nearest chunks of `source` (as hits) and its documents by centroid, best first."""
     rows = np.flatnonzero(corpus.sources == source)
     scores = vectors[rows] @ query_vector
-    nearest = rows[np.argsort(-scores)[:CANDIDATES_PER_RETRIEVER]]
-    hits = [Hit(corpus.chunks[i], float(vectors[i] @ query_vector)) for i in nearest]
-    centroids = group_centroids(corpus.doc_index, vectors, len(corpus.doc_ids))
+    best = np.argsort(-scores)[:CANDIDATES_PER_RETRIEVER]
+    hits = [Hit(corpus.chunks[rows[i]], float(scores[i])) for i in best]
     docs = np.flatnonzero(corpus.doc_sources == source)
     ordered = docs[np.argsort(-(centroids[docs] @ query_vector))[:CANDIDATES_PER_RETRIEVER]]
     return hits, [corpus.doc_ids[i] for i in ordered]
@@ -199,16 +200,18 @@ def measure(backend: str, opensearch_url: str | None, names: list[str], sample: 
                 query_vectors = [np.asarray(embedder.encode_query(query.query), dtype=np.float32) for query in queries]
                 speed = {"chunks_per_s_torch": default_speed}
             else:
-                encoder = OnnxEncoder(fetch(candidate), candidate)
+                folder = fetch(candidate)
+                encoder = OnnxEncoder(folder, candidate)
                 speed = {"chunks_per_s_onnx": chunks_per_second(encoder.encode, sample_texts)}
                 speed["chunks_per_s_default_torch"] = default_speed
                 speed["ratio_to_default"] = round(speed["chunks_per_s_onnx"] / default_speed, 2)
                 log(f"{name}: encoding {len(texts)} chunks ({speed['chunks_per_s_onnx']} chunks/s)")
-                vectors = cached_vectors(fetch(candidate), encoder, [candidate.passage_prefix + text for text in texts])
+                vectors = cached_vectors(folder, encoder, [candidate.passage_prefix + text for text in texts])
                 query_vectors = list(encoder.encode([candidate.query_prefix + query.query for query in queries]))
+            centroids = group_centroids(corpus.doc_index, vectors, len(corpus.doc_ids))
             knn_results, hybrid_results = [], []
             for query, query_vector in zip(queries, query_vectors, strict=True):
-                knn_hits, documents = rankings(corpus, vectors, query_vector, query.corpus)
+                knn_hits, documents = rankings(corpus, vectors, centroids, query_vector, query.corpus)
                 knn_ranking = list(dict.fromkeys(hit.chunk.path for hit in knn_hits))[:DEPTH]
                 fused = searcher.fuse_ranked(query.query, bm25[query.id], knn_hits, True, documents)
                 hybrid_ranking = list(dict.fromkeys(hit.chunk.path for hit in fused))[:DEPTH]

@@ -85,7 +85,7 @@ def chunk_sections(
                     start_line=min(block.start for block in blocks),
                     end_line=max(block.end for block in blocks),
                     merged_anchors=tuple(
-                        (heading_text(block.text), block.anchor or "") for block in blocks if block.kind == "heading"
+                        (_heading_text(block.text), block.anchor or "") for block in blocks if block.kind == "heading"
                     ),
                 )
             )
@@ -118,7 +118,7 @@ def _heading_line(section: Section) -> str:
     return f"{'#' * min(max(section.level, 1), 6)} {section.heading}"
 
 
-def heading_text(line: str) -> str:
+def _heading_text(line: str) -> str:
     """The heading of a Markdown heading line as _heading_line writes it."""
     return line.lstrip("#").strip()
 

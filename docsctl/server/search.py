@@ -127,8 +127,9 @@ def fuse_documents(
     document one of them (Chunk.names) form a third ranking, "name", in chunk-level fusion order,
     weighted by `weights["name"]` (0 when absent).
 
-    `doc_rankings` are further rankings of document ids, best first, weighted by `weights[name]`; only
-    documents among the candidates are ranked (bench/doc_vectors.py measures one such ranking).
+    `doc_rankings` are further rankings of document ids, best first, weighted by `weights[name]` (one the
+    weights give no share is left out); only documents among the candidates are ranked
+    (bench/doc_vectors.py measures one such ranking).
     """
     weights = weights or FUSION_WEIGHTS
     best: dict[str, tuple[Hit, Fused]] = {}  # each document's best chunk in chunk-level fusion, in that order
@@ -143,7 +144,8 @@ def fuse_documents(
             replace(hit, score=1.0) for hit in chunk_order if wanted.intersection(map(str.lower, hit.chunk.names))
         ]
     for name, doc_ids in (doc_rankings or {}).items():
-        lists[name] = [shown[doc_id] for doc_id in doc_ids if doc_id in shown]
+        if weights.get(name, 0.0) > 0:  # fusion would count a list missing from `weights` at weight 1
+            lists[name] = [shown[doc_id] for doc_id in doc_ids if doc_id in shown]
     fused = _fused(lists, lambda hit: hit.chunk.doc_id, weights, method, k)
     return [replace(shown[item.key], score=item.score, ranks=item.ranks) for item in fused]
 
@@ -276,8 +278,7 @@ class Searcher:
                 method=r.method,
                 k=r.rrf_k,
                 mentioned=mentioned_names(text),
-                # a ranking the weights give no share would count at weight 1
-                doc_rankings={"document": documents} if documents and weights.get("document", 0.0) > 0 else None,
+                doc_rankings={"document": documents} if documents else None,
             )
         return fuse(bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k)
 

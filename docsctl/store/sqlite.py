@@ -310,9 +310,6 @@ def _upgrade(conn: sqlite3.Connection) -> int:
         return version
     try:
         conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError:
-        return version
-    try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have upgraded it
         while version in UPGRADES:
             conn.execute(UPGRADES[version])
@@ -320,7 +317,8 @@ def _upgrade(conn: sqlite3.Connection) -> int:
         conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")
     except sqlite3.OperationalError:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         return conn.execute("PRAGMA user_version").fetchone()[0]
     return version
 
