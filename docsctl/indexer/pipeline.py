@@ -28,6 +28,7 @@ from docsctl.indexer.extract import extract_file
 from docsctl.indexer.lock import reindex_lock
 from docsctl.indexer.sources import UNSUPPORTED, SourceTarget, walk_source
 from docsctl.models import Chunk, ExtractedDoc, IndexMeta, SourceDoc
+from docsctl.phases import checkpoint
 from docsctl.store.base import SourceVersion, Store, StoreWriter, is_replaced
 
 # Bump when extraction or chunking changes what a file turns into: every document is then redone.
@@ -191,6 +192,7 @@ class _Run:
                 continue
             finally:
                 self.add_time("extract", time.perf_counter() - started)
+            checkpoint("extract")
             started = time.perf_counter()
             chunks = build_chunks(doc, extracted, doc_hash)
             self.add_time("chunk", time.perf_counter() - started)
@@ -206,6 +208,7 @@ class _Run:
         for chunk, vector in zip(chunks, vectors, strict=True):
             chunk.embedding = vector.tolist()
         self.add_time("embed", time.perf_counter() - started)
+        checkpoint("embed")
         return computed
 
     def flush(self, ready: list[_Ready]) -> None:
@@ -226,6 +229,7 @@ class _Run:
         computed = embedding.result()
         started = time.perf_counter()
         report = self.writer.write(chunks, whole_documents=True)  # a batch holds whole documents
+        checkpoint("write")
         replaced = [item for item in ready if not item.is_new]
         for item in replaced:
             self.writer.delete_documents([item.doc_id], keep_hash=item.content_hash)

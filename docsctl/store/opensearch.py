@@ -34,6 +34,7 @@ from opensearchpy import exceptions as os_errors
 from docsctl.config import Settings
 from docsctl.errors import IndexMissingError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+from docsctl.phases import checkpoint
 from docsctl.store import opensearch_queries as q
 from docsctl.store.base import SourceVersion, WriteReport
 from docsctl.store.doc_vectors import CentroidAccumulator
@@ -329,10 +330,12 @@ class OpenSearchStore:
             yield writer
             writer.write_centroids()
             self._finish_build(new, writer.stored)
+            checkpoint("swap")
             self._swap_alias(new, live)
         except BaseException:
             self._delete_index(new)
             raise
+        checkpoint("swapped")
         if live:
             self._delete_index(live)
         self._record_runs(writer.runs)

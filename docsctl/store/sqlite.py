@@ -70,6 +70,7 @@ from threadpoolctl import ThreadpoolController
 
 from docsctl.errors import IndexMissingError, LockedError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+from docsctl.phases import checkpoint
 from docsctl.process import pid_alive
 from docsctl.store.base import SourceVersion, WriteReport
 from docsctl.store.doc_vectors import group_centroids
@@ -706,7 +707,9 @@ class SqliteStore:
                 yield _SqliteWriter(conn, building, meta, live=self.path if live_is_index else None)
                 with self._errors():
                     conn.execute("COMMIT")
+                    checkpoint("swap")
                     self._swap_in(conn, building)
+                    checkpoint("swapped")
             finally:
                 conn.close()
         finally:
