@@ -35,6 +35,8 @@ from docsctl.store.base import SourceVersion, Store, StoreWriter, is_replaced
 PIPELINE_VERSION = "1"
 EMBED_BATCH = 512  # chunks per embedding batch: 128 padded 11% more tokens (bench/README.md)
 QUEUE_DOCS = 64
+# In a source's state while an incremental run writes it: see reindex().
+UNFINISHED = "unfinished"
 
 ProgressCallback = Callable[[str, int, int], None]  # (source, files done, files total)
 
@@ -249,10 +251,12 @@ def _produce(items: Iterator[Any], out: queue.Queue) -> None:
 
 
 def _index_source(
-    run: _Run, store: Store, target: SourceTarget, rebuild: bool, progress: ProgressCallback | None
+    run: _Run, store: Store, target: SourceTarget, rebuild: bool, progress: ProgressCallback | None, *, redo: bool
 ) -> None:
     summary = run.summary
     old = {} if rebuild else store.doc_hashes(target.name, target.version)
+    if redo:  # no stored hash can be trusted: every document is written again, and its other chunks deleted
+        old = dict.fromkeys(old, "")
     walked = list(walk_source(target))
     files = [(doc, reason) for doc, reason in walked if reason != UNSUPPORTED]
     summary.ignored += len(walked) - len(files)
@@ -325,6 +329,7 @@ def source_state(previous: dict[str, Any], target: SourceTarget, *, files: int, 
     """What the index remembers about a source: where and when each of its versions was indexed from."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     indexed = {"last_indexed": now, "commit": target.commit, "ref": target.ref, "files": files, "skipped": skipped}
+    previous = {key: value for key, value in previous.items() if key != UNFINISHED}
     return {
         **previous,
         "origin": target.origin or str(target.root),
@@ -372,9 +377,15 @@ def reindex(
             states = store.source_states() if live is not None else {}
             for target in targets:
                 seen_before, skipped_before = summary.files_seen, len(summary.skipped)
-                _index_source(run, store, target, bool(reason), progress)
+                previous = states.get(target.name, {})
+                if not reason:
+                    # An incremental run on OpenSearch is live as it writes: a run killed half-way leaves a
+                    # document partly written, or with its old chunks beside its new ones, and then its
+                    # stored hash looks current. Marked until done, such a source is redone in full next time.
+                    writer.record_source(target.name, {**previous, UNFINISHED: True})
+                _index_source(run, store, target, bool(reason), progress, redo=bool(previous.get(UNFINISHED)))
                 state = source_state(
-                    states.get(target.name, {}),
+                    previous,
                     target,
                     files=summary.files_seen - seen_before,
                     skipped=len(summary.skipped) - skipped_before,
