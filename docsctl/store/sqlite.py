@@ -274,6 +274,16 @@ def _top_rows(cosines: np.ndarray, mask: np.ndarray | None, k: int) -> list[tupl
     return [(int(candidates[i]), (1.0 + float(scores[i])) / 2.0) for i in best]
 
 
+def _disk_full(path: Path, exc: sqlite3.Error) -> StoreError | None:
+    """A write that ran out of space (or past the file size limit): the transaction was rolled back."""
+    if getattr(exc, "sqlite_errorname", "") != "SQLITE_FULL":
+        return None
+    return StoreError(
+        f"no space left to write {path} ({exc}): the index in use is unchanged; free space on "
+        f"{path.parent} and run again"
+    )
+
+
 def _not_an_index(path: Path, reason: str) -> StoreError:
     return StoreError(
         f"{path} is not a docsctl index ({reason}); it was left untouched. Move it away, or replace it "
@@ -523,6 +533,8 @@ class SqliteStore:
         try:
             yield
         except sqlite3.Error as exc:
+            if full := _disk_full(self.path, exc):
+                raise full from None
             if getattr(exc, "sqlite_errorname", "") in {"SQLITE_NOTADB", "SQLITE_CORRUPT"}:
                 raise _not_an_index(self.path, str(exc)) from None
             if getattr(exc, "sqlite_errorname", "") in {"SQLITE_BUSY", "SQLITE_LOCKED"}:
@@ -1033,7 +1045,7 @@ class _SqliteWriter:
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot write {self._path}: {exc}") from None
+            raise _disk_full(self._path, exc) or StoreError(f"cannot write {self._path}: {exc}") from None
 
     def write(self, chunks: Iterable[Chunk], *, whole_documents: bool = False) -> WriteReport:
         # Document vectors are derived when the vectors are loaded for reading: nothing to do here.
