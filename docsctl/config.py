@@ -1,6 +1,7 @@
 """Settings, read in one place: defaults < docsctl.toml < DOCSCTL_* environment < CLI flags.
 
-The password is kept out of repr() and never printed; `Settings.describe()` is what may be shown.
+The password and the token are kept out of repr() and never printed; `Settings.describe()` is what
+may be shown.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class Settings:
     opensearch_heap_max: str = "1g"
     java_home: str | None = None
     maven_repository: str = "https://repo1.maven.org/maven2"
+    # A bearer token `docsctl serve --transport http` requires of every request (none: no check).
+    token: str | None = field(default=None, repr=False)
     sources: tuple[SourceConfig, ...] = ()
 
     @property
@@ -96,8 +99,9 @@ class Settings:
     def describe(self) -> dict[str, Any]:
         """Settings safe to print: the password is masked."""
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
-        if shown["opensearch_password"]:
-            shown["opensearch_password"] = "********"
+        for secret in ("opensearch_password", "token"):
+            if shown[secret]:
+                shown[secret] = "********"
         return {key: str(value) if isinstance(value, Path) else value for key, value in shown.items()}
 
 

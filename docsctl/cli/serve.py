@@ -25,6 +25,14 @@ def serve(
     ] = "stdio",
     host: Annotated[str, typer.Option(help="Address to listen on with --transport http.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on with --transport http.")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="With --transport http: a bearer token every request must carry (Authorization: Bearer TOKEN); "
+            "or set DOCSCTL_TOKEN, which keeps it out of the process list.",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log every request and backend retry (on stderr).")
     ] = False,
@@ -52,7 +60,7 @@ def serve(
     else:  # a traceback per retry; the store turns the failure into one clear error anyway
         logging.getLogger("opensearch").setLevel(logging.ERROR)
     with user_errors():
-        settings = settings_from(config, opensearch_url, backend, data_dir)
+        settings = settings_from(config, opensearch_url, backend, data_dir, token=token)
         from docsctl.server.mcp import serve as run_server
 
         run_server(settings, transport=transport, host=host, port=port)

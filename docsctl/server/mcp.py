@@ -44,6 +44,7 @@ from docsctl.errors import (
 )
 from docsctl.models import Chunk, Filters
 from docsctl.server import results
+from docsctl.server.http import HTTP_PATH, LOCAL_HOSTS, run_http
 from docsctl.server.results import (
     DEFAULT_MAX_CHARS,
     MAX_MAX_CHARS,
@@ -62,7 +63,6 @@ log = logging.getLogger("docsctl.mcp")
 TOOL_TIMEOUT_S = 30.0
 TRANSPORTS = ("stdio", "http")
 DEFAULT_PORT = 8765
-HTTP_PATH = "/mcp"
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 INSTRUCTIONS = """\
@@ -326,7 +326,12 @@ def serve(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.
         log.info("serving MCP over stdio")
         app.run("stdio")
         return
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("listening on %s: anyone who can reach this address can query the index", host)
+    if host not in LOCAL_HOSTS:
+        log.warning(
+            "listening on %s: the server is reachable from the network, and anyone who can reach it can query "
+            "the index%s",
+            host,
+            "" if settings.token else " (set a token: --token or DOCSCTL_TOKEN)",
+        )
     log.info("serving MCP over streamable HTTP at http://%s:%d%s", host, port, HTTP_PATH)
-    app.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+    run_http(app, host=host, port=port, token=settings.token)

@@ -12,6 +12,7 @@ import contextlib
 import os
 import selectors
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -219,3 +220,65 @@ def leftovers(settings: Settings) -> list[str]:
 
 def with_alias(settings: Settings, suffix: str) -> Settings:
     return replace(settings, index_alias=f"{settings.index_alias}-{suffix}")
+
+
+# -- a small index and a server over it -------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sample_indexes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """samples/docs indexed once per backend on first use: backend -> Settings."""
+    built: dict[str, Settings] = {}
+
+    def get(backend: str) -> Settings:
+        if backend not in built:
+            settings = make_settings(request, backend, tmp_path_factory.mktemp(f"samples-{backend}") / "data")
+            result = docsctl(settings, "reindex", str(REPO / "samples" / "docs"), "--source", "docs")
+            assert result.returncode == 0, result.stderr
+            built[backend] = settings
+        return built[backend]
+
+    yield get
+    for settings in built.values():
+        drop(settings)
+
+
+@pytest.fixture
+def sample_index(sample_indexes, backend: str) -> Settings:
+    return sample_indexes(backend)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def http_server(
+    settings: Settings, log: Path, *args: str, port: int | None = None, **env: str
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`docsctl serve --transport http` on a free port: yields its MCP URL and process, stops it after."""
+    port = port or free_port()
+    command = [sys.executable, "-m", "docsctl.cli", "serve", "--transport", "http", "--port", str(port), *args]
+    with log.open("w") as err:
+        proc = subprocess.Popen(command, env=env_for(settings, **env), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"docsctl serve exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"docsctl serve did not listen on {port}: {log.read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp", proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
