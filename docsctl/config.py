@@ -31,6 +31,15 @@ def check_query_runtime(value: str) -> str:
     return value
 
 
+def redact_url(url: str) -> str:
+    """`url` fit to show: a password in it (https://user:secret@host) becomes ********."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:********@{host}"
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "docsctl"
 
@@ -102,6 +111,8 @@ class Settings:
         for secret in ("opensearch_password", "token"):
             if shown[secret]:
                 shown[secret] = "********"
+        if shown["opensearch_url"]:
+            shown["opensearch_url"] = redact_url(shown["opensearch_url"])
         return {key: str(value) if isinstance(value, Path) else value for key, value in shown.items()}
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from opensearchpy import OpenSearch, helpers
 from opensearchpy import exceptions as os_errors
 
-from docsctl.config import Settings
+from docsctl.config import Settings, redact_url
 from docsctl.errors import IndexMissingError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.phases import checkpoint
@@ -169,6 +169,11 @@ class OpenSearchStore:
         return self.settings.opensearch_url or "http://127.0.0.1:9200"
 
     @property
+    def shown_url(self) -> str:
+        """The URL for messages and status: without a password it may hold."""
+        return redact_url(self.url)
+
+    @property
     def runs_index(self) -> str:
         """The index of reindex runs that goes with the alias (see the module docstring)."""
         return f"{self.alias}-runs"
@@ -206,27 +211,31 @@ class OpenSearchStore:
             yield
         except os_errors.SSLError as exc:
             raise StoreError(
-                f"TLS with OpenSearch at {self.url} failed: {_tls_problem(exc)} (check opensearch_ca_file "
+                f"TLS with OpenSearch at {self.shown_url} failed: {_tls_problem(exc)} (check opensearch_ca_file "
                 "and opensearch_verify)"
             ) from None
         except os_errors.ConnectionError:
             raise StoreError(
-                f"cannot reach OpenSearch at {self.url}: start a node with `docsctl opensearch up` "
+                f"cannot reach OpenSearch at {self.shown_url}: start a node with `docsctl opensearch up` "
                 "or set DOCSCTL_OPENSEARCH_URL"
             ) from None
         except os_errors.AuthenticationException:
-            raise StoreError(f"OpenSearch at {self.url} refused the credentials (check opensearch_user)") from None
+            raise StoreError(
+                f"OpenSearch at {self.shown_url} refused the credentials (check opensearch_user)"
+            ) from None
         except os_errors.NotFoundError as exc:
             if missing_ok:
                 return
             if "index_not_found" in str(exc.error):
                 raise IndexMissingError(
-                    f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first"
+                    f"no index '{self.alias}' at {self.shown_url} yet: run `docsctl reindex PATH` first"
                 ) from None
             raise NotFoundError(f"not found: {exc.info}") from None
         except os_errors.TransportError as exc:
             reason = exc.info.get("error", {}).get("reason") if isinstance(exc.info, dict) else None
-            raise StoreError(f"OpenSearch at {self.url} answered {exc.status_code}: {reason or exc.error}") from None
+            raise StoreError(
+                f"OpenSearch at {self.shown_url} answered {exc.status_code}: {reason or exc.error}"
+            ) from None
 
     # -- index management -------------------------------------------------------------------------
 
@@ -365,7 +374,13 @@ class OpenSearchStore:
             with self._errors():
                 stats = self.client.indices.stats(index=live, metric="store")
             size = int(stats["indices"][live]["total"]["store"]["size_in_bytes"])
-        return {"backend": self.backend, "location": self.url, "alias": self.alias, "index": live, "size_bytes": size}
+        return {
+            "backend": self.backend,
+            "location": self.shown_url,
+            "alias": self.alias,
+            "index": live,
+            "size_bytes": size,
+        }
 
     def drop(self) -> None:
         for index in self._physical_indices():
@@ -439,7 +454,9 @@ class OpenSearchStore:
 
     def _require_index(self) -> None:
         if self._live_index() is None:
-            raise IndexMissingError(f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first")
+            raise IndexMissingError(
+                f"no index '{self.alias}' at {self.shown_url} yet: run `docsctl reindex PATH` first"
+            )
 
     # -- documents --------------------------------------------------------------------------------
 
@@ -507,7 +524,9 @@ class OpenSearchStore:
     def source_states(self) -> dict[str, dict[str, Any]]:
         live = self._live_index()
         if live is None:
-            raise IndexMissingError(f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first")
+            raise IndexMissingError(
+                f"no index '{self.alias}' at {self.shown_url} yet: run `docsctl reindex PATH` first"
+            )
         return dict(self._meta_of(live).get("sources", {}))
 
     def list_sources(self) -> list[SourceInfo]:

@@ -42,9 +42,11 @@ def _listening_addresses(port: int) -> set[str]:
 
 def _tools(url: str, headers: dict[str, str] | None = None) -> set[str]:
     async def listing() -> set[str]:
-        async with httpx2.AsyncClient(headers=headers or {}, timeout=60) as http:
-            async with Client(streamable_http_client(url, http_client=http)) as client:
-                return {tool.name for tool in (await client.list_tools()).tools}
+        async with (
+            httpx2.AsyncClient(headers=headers or {}, timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            return {tool.name for tool in (await client.list_tools()).tools}
 
     return asyncio.run(listing())
 
