@@ -205,6 +205,9 @@ class OpenSearchStore:
             )
         return self._client
 
+    def _missing(self) -> IndexMissingError:
+        return IndexMissingError(f"no index '{self.alias}' at {self.shown_url} yet: run `docsctl reindex PATH` first")
+
     @contextmanager
     def _errors(self, missing_ok: bool = False) -> Iterator[None]:
         try:
@@ -227,9 +230,7 @@ class OpenSearchStore:
             if missing_ok:
                 return
             if "index_not_found" in str(exc.error):
-                raise IndexMissingError(
-                    f"no index '{self.alias}' at {self.shown_url} yet: run `docsctl reindex PATH` first"
-                ) from None
+                raise self._missing() from None
             raise NotFoundError(f"not found: {exc.info}") from None
         except os_errors.TransportError as exc:
             reason = exc.info.get("error", {}).get("reason") if isinstance(exc.info, dict) else None
