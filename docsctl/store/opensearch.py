@@ -455,9 +455,7 @@ class OpenSearchStore:
 
     def _require_index(self) -> None:
         if self._live_index() is None:
-            raise IndexMissingError(
-                f"no index '{self.alias}' at {self.shown_url} yet: run `docsctl reindex PATH` first"
-            )
+            raise self._missing()
 
     # -- documents --------------------------------------------------------------------------------
 
@@ -525,9 +523,7 @@ class OpenSearchStore:
     def source_states(self) -> dict[str, dict[str, Any]]:
         live = self._live_index()
         if live is None:
-            raise IndexMissingError(
-                f"no index '{self.alias}' at {self.shown_url} yet: run `docsctl reindex PATH` first"
-            )
+            raise self._missing()
         return dict(self._meta_of(live).get("sources", {}))
 
     def list_sources(self) -> list[SourceInfo]:
