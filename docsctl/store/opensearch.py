@@ -321,6 +321,9 @@ class OpenSearchStore:
     @contextmanager
     def writer(self, meta: IndexMeta, *, rebuild: bool) -> Iterator[_Writer]:
         live = self._live_index()
+        for leftover in self._physical_indices():
+            if leftover != live:  # of a rebuild that was killed or lost the node; the reindex lock says none runs
+                self._delete_index(leftover)
         if live is not None and not rebuild:
             writer = _Writer(self, live, live_index=None, dimension=meta.dimension)
             try:
@@ -331,9 +334,6 @@ class OpenSearchStore:
                     self.client.indices.refresh(index=live)
             self._record_runs(writer.runs)
             return
-        for leftover in self._physical_indices():
-            if leftover != live:  # a rebuild that was killed; the reindex lock says none is running
-                self._delete_index(leftover)
         new = self._create_index(meta)
         writer = _Writer(self, new, live_index=live, dimension=meta.dimension)
         try:

@@ -139,7 +139,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 def make_settings(request: pytest.FixtureRequest, backend: str, data_dir: Path, **more: Any) -> Settings:
     """Settings of a fresh, uniquely named index on `backend` with the shared embedding cache."""
     alias = f"rel-{uuid.uuid4().hex[:10]}"
-    url = request.getfixturevalue("opensearch_url") if backend == "opensearch" else None
+    url = more.pop("opensearch_url", None)
+    if backend == "opensearch" and url is None:
+        url = request.getfixturevalue("opensearch_url")  # the session node
     data_dir.mkdir(parents=True, exist_ok=True)
     return load_settings(
         backend=backend,
