@@ -86,6 +86,15 @@ def test_hostile_text_through_search_docs_and_lookup(mcp):
     assert not mcp.call("list_sources").is_error  # still serving
 
 
+@pytest.mark.parametrize("text", BIG, ids=["a-100k", "word-20000x", "nul-100k", "paren-100k", "15000-words"])
+def test_very_long_queries_are_refused_with_the_limits(mcp, text):
+    """OpenSearch failed ~100 distinct words as "all shards failed ... backend unavailable" (its clause limit)."""
+    for tool, arguments in (("search_docs", {"query": text}), ("search_docs", {"query": text, "mode": "bm25"})):
+        result = mcp.call(tool, arguments)
+        assert result.is_error and "at most 64 words and 1000 characters" in result.content[0].text
+    assert not mcp.call("search_docs", {"query": " ".join(text.split()[:64])[:1000]}).is_error
+
+
 def test_hostile_text_through_query_and_explain(sample_index):
     runner = CliRunner()
     env = {key: value for key, value in env_for(sample_index).items() if key.startswith("DOCSCTL_")}
