@@ -17,7 +17,7 @@ from typing import Any
 
 from docsctl.errors import IndexMissingError
 from docsctl.models import Chunk, Filters, Hit
-from docsctl.server.search import Searcher, check_query, collapse_by_document, is_keyword_query
+from docsctl.server.search import Searcher, collapse_by_document, is_keyword_query
 from docsctl.store.base import Store
 
 DEFAULT_DEPTH = 200
@@ -200,7 +200,6 @@ def explain(
 ) -> Explanation:
     """Explain the hybrid-search rank of the document at `path` (in `source`, needed when several
     sources have that path) for `text`. NotFoundError for an unknown document."""
-    check_query(text)
     store = searcher.store
     document = store.get_document(path, source)
     doc_id = document[0].doc_id

@@ -19,8 +19,6 @@ from docsctl.store.base import Store
 
 MODES = ("hybrid", "bm25", "knn")
 MAX_LIMIT = 50
-MAX_QUERY_WORDS = 64
-MAX_QUERY_CHARS = 1000
 MIN_CANDIDATES = 50
 VERSIONS_TTL_SECONDS = 30.0
 # Weights per retriever in reciprocal rank fusion: plain fuse() weighs both alike; hybrid search
@@ -57,17 +55,6 @@ class SearchResult:
 def version_key(label: str) -> tuple:
     """Natural order of version labels: 1.10 after 1.9, any label after none."""
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|[^\d.]+", label))
-
-
-def check_query(text: str) -> None:
-    """ConfigError for query text too long to search: OpenSearch refuses a query of about 100 distinct words
-    or more (each becomes clauses on several fields, past its limit of 1,024), and failed as "unavailable"."""
-    words = len(text.split())
-    if len(text) > MAX_QUERY_CHARS or words > MAX_QUERY_WORDS:
-        raise ConfigError(
-            f"the query is too long ({words} words, {len(text)} characters): use at most {MAX_QUERY_WORDS} words "
-            f"and {MAX_QUERY_CHARS} characters, e.g. the key terms of a long text"
-        )
 
 
 def validate(mode: str, limit: int, offset: int) -> None:
@@ -239,7 +226,6 @@ class Searcher:
         per_document: bool = True,
     ) -> SearchResult:
         validate(mode, limit, offset)
-        check_query(text)
         started = time.perf_counter()
         filters = self.effective_filters(filters or Filters())
         # Documents have several chunks: ask for enough that collapsing still fills the page.

@@ -32,7 +32,7 @@ from opensearchpy import OpenSearch, helpers
 from opensearchpy import exceptions as os_errors
 
 from docsctl.config import Settings, redact_url
-from docsctl.errors import IndexMissingError, NotFoundError, StoreError
+from docsctl.errors import ConfigError, IndexMissingError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.phases import checkpoint
 from docsctl.store import opensearch_queries as q
@@ -143,6 +143,18 @@ def matched_fields(explanation: dict[str, Any]) -> dict[str, list[str]]:
     return fields
 
 
+# Root causes of a search OpenSearch refuses for its size: about 100 distinct words of query text.
+TOO_MANY_CLAUSES = {"too_many_nested_clauses", "too_many_clauses"}
+
+
+def _root_cause(exc: os_errors.TransportError) -> str:
+    """The type of the first root cause OpenSearch gives for a failed request ("" when there is none)."""
+    error = exc.info.get("error") if isinstance(exc.info, dict) else None
+    causes = error.get("root_cause") if isinstance(error, dict) else None
+    first = causes[0] if isinstance(causes, list) and causes and isinstance(causes[0], dict) else {}
+    return str(first.get("type", ""))
+
+
 def _tls_problem(exc: Exception) -> str:
     """The SSL library's words from a wrapped TLS failure, e.g. `[SSL: CERTIFICATE_VERIFY_FAILED] ...`."""
     text = str(getattr(exc, "info", None) or exc)
@@ -233,6 +245,11 @@ class OpenSearchStore:
                 raise self._missing() from None
             raise NotFoundError(f"not found: {exc.info}") from None
         except os_errors.TransportError as exc:
+            if _root_cause(exc) in TOO_MANY_CLAUSES:  # the query's fault, not the cluster's
+                raise ConfigError(
+                    "the query has too many distinct words for OpenSearch (its limit of 1,024 clauses): "
+                    "search with its key terms"
+                ) from None
             reason = exc.info.get("error", {}).get("reason") if isinstance(exc.info, dict) else None
             raise StoreError(
                 f"OpenSearch at {self.shown_url} answered {exc.status_code}: {reason or exc.error}"
