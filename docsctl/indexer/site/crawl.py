@@ -193,10 +193,17 @@ class _Crawl:
             return "disallowed by robots.txt"
         return None
 
-    def enqueue(self, url: str | None, depth: int) -> None:
+    def _redirect_refusal(self, url: str) -> str | None:
+        return "already crawled" if url in self.seen else self._refusal(url)
+
+    def enqueue(self, url: str | None, depth: int, *, start: bool = False) -> None:
+        """Queue `url` unless it was seen, is out of scope (the start URL ignores include globs), too deep,
+        past max_pages, or disallowed by robots.txt (counted, never requested)."""
         if url is None or url in self.seen or depth > self.job.settings.max_depth:
             return
-        if len(self.seen) >= self.job.settings.max_pages or not self.job.scope.contains(url):
+        if len(self.seen) >= self.job.settings.max_pages:
+            return
+        if not (self.job.scope.contains(url) or start and url.startswith(self.job.scope.root)):
             return
         self.seen.add(url)
         if not self.robots.allows(_path_and_query(url)):
@@ -238,7 +245,10 @@ class _Crawl:
             headers["If-None-Match"] = previous["etag"]
         if has_copy and previous.get("last_modified"):
             headers["If-Modified-Since"] = previous["last_modified"]
-        got = await self.fetcher.get(url, headers, may_follow=self._refusal)
+        got = await self.fetcher.get(url, headers, may_follow=self._redirect_refusal)
+        if isinstance(got, Failed) and got.refused_redirect in self.seen:
+            self.stats.duplicates += 1  # redirected to a page crawled on its own: not requested twice
+            return
         if isinstance(got, Failed):
             self._failed(url, got, previous if has_copy else None)
             return
@@ -271,9 +281,6 @@ class _Crawl:
 
     async def _take(self, url: str, got: Fetched, depth: int) -> None:
         identity = got.url
-        if identity != url and identity in self.seen | set(self.pages):
-            self.stats.duplicates += 1  # redirected to a page crawled on its own
-            return
         self.seen.add(identity)
         body, content_type = got.body, got.headers.get("content-type", "")
         kind, why_not = page_kind(content_type, body, identity)
@@ -346,7 +353,7 @@ async def crawl(job: SiteJob, progress: CrawlProgress | None = None) -> CrawlRes
     async with Fetcher(job.settings) as fetcher:
         run = _Crawl(job, fetcher, progress)
         seeds = await run.discover()
-        run.enqueue(normalize_url(job.start_url), 0)
+        run.enqueue(normalize_url(job.start_url), 0, start=True)
         for seed in seeds:
             run.enqueue(normalize_url(seed), 1)
         workers = [asyncio.create_task(run.worker()) for _ in range(job.settings.concurrency)]

@@ -41,6 +41,7 @@ class Failed:
     reason: str
     transient: bool = False  # worth trying again next run: the old version stays indexed
     gone: bool = False  # 404/410: the page no longer exists
+    refused_redirect: str | None = None  # the redirect target `may_follow` refused
 
 
 @dataclass
@@ -59,13 +60,20 @@ class _Host:
     def __init__(self, interval: float, concurrency: int) -> None:
         self.interval = interval
         self.in_flight = asyncio.Semaphore(concurrency)
+        self._last_start = float("-inf")
         self._next_start = 0.0
         self._lock = asyncio.Lock()
+
+    def slow_down(self, interval: float) -> None:
+        """At least `interval` between request starts from now on, counting from the last one."""
+        self.interval = max(self.interval, interval)
+        self._next_start = max(self._next_start, self._last_start + self.interval)
 
     async def wait_turn(self) -> None:
         async with self._lock:
             now = time.monotonic()
             start = max(now, self._next_start)
+            self._last_start = start
             self._next_start = start + self.interval
         if start > now:
             await asyncio.sleep(start - now)
@@ -95,8 +103,7 @@ class Fetcher:
 
     def set_crawl_delay(self, url: str, seconds: float) -> None:
         """A robots.txt Crawl-delay: it wins when slower than the configured rate."""
-        host = self._host(url)
-        host.interval = max(host.interval, seconds)
+        self._host(url).slow_down(seconds)
 
     def _host(self, url: str) -> _Host:
         key = urlsplit(url).netloc
@@ -125,7 +132,7 @@ class Fetcher:
                 return Failed(url, "redirect loop")
             refusal = may_follow(target)
             if refusal:
-                return Failed(url, f"redirected to {target}, {refusal}")
+                return Failed(url, f"redirected to {target}, {refusal}", refused_redirect=target)
             visited.add(target)
             current = target
         return Failed(url, f"more than {MAX_REDIRECTS} redirects")
@@ -153,9 +160,14 @@ class Fetcher:
             self.traffic.requests += 1
             self.traffic.started_at.append(time.monotonic())
             try:
-                async with self._client.stream("GET", url, headers=headers) as response:
+                # A whole-request deadline: httpx's timeouts are per read, which a page trickling a
+                # byte a second never reaches.
+                async with (
+                    asyncio.timeout(self.settings.timeout_seconds),
+                    self._client.stream("GET", url, headers=headers) as response,
+                ):
                     return await self._read(url, response)
-            except httpx.TimeoutException:
+            except (httpx.TimeoutException, TimeoutError):
                 return Failed(url, "timed out", transient=True), None
             except (httpx.TransportError, httpx.DecodingError) as exc:
                 return Failed(url, f"connection failed: {type(exc).__name__}", transient=True), None
