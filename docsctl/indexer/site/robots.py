@@ -74,7 +74,7 @@ def parse_robots(text: str, user_agent: str) -> RobotsRules:
             with contextlib.suppress(ValueError):
                 current[2].append(float(value))
     token = user_agent.lower()
-    chosen = [group for group in groups if any(agent != "*" and agent in token for agent in group[0])]
+    chosen = [group for group in groups if token in group[0]]
     if not chosen:
         chosen = [group for group in groups if "*" in group[0]]
     rules = tuple(rule for group in chosen for rule in group[1])

@@ -63,4 +63,6 @@ def parse_lastmod(value: str) -> float | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+    # A date alone may mean any time that day: read it as its last second, so that a page changed later
+    # on the day it was crawled is not taken as unchanged.
+    return moment.timestamp() + (86400 - 1 if len(value) == 10 else 0)
