@@ -98,7 +98,8 @@ class SiteServer:
             '<li><a href="color.html?utm_source=index#top">color again</a></li>',
             f'<li><a href="{MISC}moved.html">moved</a></li>',
         ]
-        return f"<html><head><title>Commands</title></head><body><h1>Commands</h1><ul>{''.join(links)}</ul></body></html>".encode()
+        body = f"<h1>Commands</h1><ul>{''.join(links)}</ul>"
+        return f"<html><head><title>Commands</title></head><body>{body}</body></html>".encode()
 
     def sitemap_index(self) -> bytes:
         return (

@@ -171,7 +171,8 @@ def test_html_links():
     raw = b"""<html><head><base href="/docs/">
     <link rel="canonical" href="https://e.org/docs/page.html">
     <link rel="alternate" type="text/markdown" href="page.md"></head>
-    <body><a href="a.html">a</a><a href="../b.html#x">b</a><a rel="nofollow" href="c.html">c</a><a>none</a></body></html>"""
+    <body><a href="a.html">a</a><a href="../b.html#x">b</a>
+    <a rel="nofollow" href="c.html">c</a><a>none</a></body></html>"""
     links = html_links(raw, "https://e.org/docs/sub/page.html")
     assert links.links == ["https://e.org/docs/a.html", "https://e.org/b.html#x"]
     assert links.canonical == "https://e.org/docs/page.html"
@@ -212,18 +213,25 @@ THEMES = {
       <div class="sphinxsidebar"><h3>CHROME Table of contents</h3></div><div class="footer">CHROME copyright</div>""",
     "pydata": """<div class="bd-header">CHROME header</div><main class="bd-main"><div class="bd-sidebar-primary">
       CHROME section nav</div><article class="bd-article"><h1>Install</h1><p>Run pip install panel.</p></article>
-      <div class="bd-sidebar-secondary">CHROME on this page</div><footer class="bd-footer-article">
-      <div class="prev-next-area">CHROME next</div></footer></main><footer class="bd-footer">CHROME footer</footer>""",
-    "mkdocs-material": """<header class="md-header">CHROME header</header><div class="md-container"><main class="md-main">
-      <div class="md-sidebar md-sidebar--primary">CHROME nav</div><div class="md-content"><article class="md-content__inner">
+      <div class="bd-sidebar-secondary">CHROME on this page</div>
+      <footer class="bd-footer-article">
+      <div class="prev-next-area">CHROME next</div></footer></main>
+      <footer class="bd-footer">CHROME footer</footer>""",
+    "mkdocs-material": """<header class="md-header">CHROME header</header>
+      <div class="md-container"><main class="md-main">
+      <div class="md-sidebar md-sidebar--primary">CHROME nav</div>
+      <div class="md-content"><article class="md-content__inner">
       <a class="md-content__button md-icon">CHROME edit</a><h1>Install</h1><p>Run pip install panel.</p>
       <aside class="md-source-file">CHROME last update</aside></article></div></main>
       <footer class="md-footer">CHROME footer</footer></div>""",
     "docusaurus": """<nav class="navbar">CHROME navbar</nav><div class="main-wrapper"><aside
-      class="theme-doc-sidebar-container">CHROME sidebar</aside><main><div class="theme-doc-toc-mobile">CHROME toc</div>
+      class="theme-doc-sidebar-container">CHROME sidebar</aside>
+      <main><div class="theme-doc-toc-mobile">CHROME toc</div>
       <article><nav class="theme-doc-breadcrumbs">CHROME crumbs</nav><div class="markdown"><h1>Install</h1>
-      <p>Run pip install panel.</p></div><footer class="theme-doc-footer"><a class="theme-edit-this-page">CHROME edit</a>
-      </footer></article><nav class="pagination-nav">CHROME next</nav></main></div><footer class="footer">CHROME</footer>""",
+      <p>Run pip install panel.</p></div><footer class="theme-doc-footer">
+      <a class="theme-edit-this-page">CHROME edit</a>
+      </footer></article>
+      <nav class="pagination-nav">CHROME next</nav></main></div><footer class="footer">CHROME</footer>""",
 }
 
 
