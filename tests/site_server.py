@@ -22,6 +22,8 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import sphobjinv
+
 MISC = "/user/commands/misc/"
 # page -> the reason the crawler gives for skipping it ("" for pages that recover and are indexed)
 MISBEHAVING = {
@@ -32,6 +34,15 @@ MISBEHAVING = {
     MISC + "binary.html": "binary content served as text/html",
     MISC + "slow.html": "timed out after 3 attempts",  # trickles a byte per 0.1 s for 5 s
 }
+# Pages of other kinds, each indexed once under the path given (None: not indexed on its own)
+EXTRAS = {
+    MISC + "guide.html": "user/commands/misc/guide.html",  # offers a Markdown alternate, guide.md
+    MISC + "alias.html": None,  # <link rel=canonical> to guide.html
+    MISC + "twin-a.html": "twin",  # identical to twin-b.html: one of the two is indexed
+    MISC + "twin-b.html": "twin",
+}
+LLMS_ONLY = MISC + "notes.md"  # linked from llms.txt alone, served as text/markdown
+INVENTORY = {"chimerax.color": "color.html#simple", "chimerax.cartoon.style": "cartoon.html#style"}
 DISALLOWED = MISC + "private/"
 SLOW_SECONDS = 5.0
 
@@ -89,7 +100,7 @@ class SiteServer:
 
     def index_page(self) -> bytes:
         links = [f'<li><a href="{name}">{name}</a></li>' for name in sorted(self.pages)]
-        links += [f'<li><a href="{path}">{path}</a></li>' for path in MISBEHAVING]
+        links += [f'<li><a href="{path}">{path}</a></li>' for path in [*MISBEHAVING, *EXTRAS]]
         links += [
             f'<li><a href="{DISALLOWED}secret.html">secret</a></li>',
             '<li><a href="save.html">not included</a></li>',
@@ -129,7 +140,18 @@ class SiteServer:
         ).encode()
 
     def llms(self) -> bytes:
-        return b"# ChimeraX commands\n\n- [Coloring](color.html): color atoms, cartoons and surfaces\n"
+        return (
+            b"# ChimeraX commands\n\n- [Coloring](color.html): color atoms, cartoons and surfaces\n"
+            b"- [Notes](misc/notes.md): release notes\n"
+        )
+
+    def inventory(self) -> bytes:
+        inventory = sphobjinv.Inventory()
+        inventory.project, inventory.version = "ChimeraX", "1.0"
+        for name, uri in INVENTORY.items():
+            entry = sphobjinv.DataObjStr(name=name, domain="py", role="function", priority="1", uri=uri, dispname="-")
+            inventory.objects.append(entry)
+        return sphobjinv.compress(inventory.data_file())
 
 
 def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
@@ -177,6 +199,8 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
                 return self.send(200, site.sitemap(), "application/gzip")
             if path == "/user/commands/llms.txt":
                 return self.send(200, site.llms(), "text/plain")
+            if path == "/user/commands/objects.inv":
+                return self.send(200, site.inventory(), "application/octet-stream")
             if path in site.deleted:
                 return self.send(404, b"gone")
             if path in site.failing:
@@ -223,6 +247,21 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Location", "/user/commands/color.html")
                 self.end_headers()
                 return 301
+            if name == "guide.html":
+                head = '<link rel="alternate" type="text/markdown" href="guide.md">'
+                body = "<h1>Guide</h1><p>The HTML version of the guide.</p>"
+                return self.document(f"<html><head>{head}</head><body>{body}</body></html>".encode(), "text/html", 0)
+            if name == "guide.md":
+                return self.document(b"# Guide\n\nThe Markdown version of the guide.\n", "text/markdown", 0)
+            if name == "alias.html":
+                head = '<link rel="canonical" href="guide.html">'
+                body = "<h1>Guide alias</h1><p>Another address of the guide.</p>"
+                return self.document(f"<html><head>{head}</head><body>{body}</body></html>".encode(), "text/html", 0)
+            if name in {"twin-a.html", "twin-b.html"}:
+                twin = b"<html><body><h1>Twins</h1><p>The same page under two addresses.</p></body></html>"
+                return self.document(twin, "text/html", 0)
+            if name == "notes.md":
+                return self.document(b"# Notes\n\nOnly llms.txt links to these notes.\n", "text/markdown", 0)
             if name == "binary.html":
                 return self.send(200, os.urandom(64 * 1024), "text/html")
             if name == "huge.html":

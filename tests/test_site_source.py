@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from corpus_fixtures import BACKENDS, backend_settings, settings_env
-from site_server import DISALLOWED, MISBEHAVING, MISC, SiteServer, serve_site
+from site_server import DISALLOWED, EXTRAS, INVENTORY, LLMS_ONLY, MISBEHAVING, MISC, SiteServer, serve_site
 from typer.testing import CliRunner
 
 from docsctl.cli.app import app
@@ -95,14 +95,24 @@ def test_a_site_is_crawled_politely_and_recrawled_cheaply(site: SiteServer, craw
     summary = crawler.run()
     commands = {f"user/commands/{name}" for name in site.pages}
     recovered = {path.lstrip("/") for path, reason in MISBEHAVING.items() if not reason}
-    assert crawler.paths() == commands | recovered | {"user/commands/"}
+    twins = {path.lstrip("/") for path, kept in EXTRAS.items() if kept == "twin"}
+    indexed = crawler.paths()
+    assert len(indexed & twins) == 1, "identical content is indexed once"
+    others = {kept for kept in EXTRAS.values() if kept and kept != "twin"} | {LLMS_ONLY.lstrip("/")}
+    assert indexed - twins == commands | recovered | others | {"user/commands/"}
+    (guide,) = [chunk for chunk in crawler.store.iter_chunks(with_embedding=False) if chunk.path.endswith("guide.html")]
+    assert "Markdown version" in guide.content and guide.doc_type == "markdown"  # its .md alternate was read
+    assert guide.url == f"{site.url}/user/commands/misc/guide.html"
+    for name, uri in INVENTORY.items():  # objects.inv: API names find their page
+        assert {chunk.path for chunk in crawler.store.lookup(name, ["site"])} == {f"user/commands/{uri.split('#')[0]}"}
     skipped = skipped_reasons(summary)
     for path, reason in MISBEHAVING.items():
         if reason:
             assert reason in skipped.pop(path.lstrip("/")), path
     assert not skipped, skipped
     crawled = summary.crawls["site"]
-    assert crawled["disallowed"] == 1 and crawled["duplicates"] >= 1  # misc/private/, misc/moved.html -> color
+    # misc/private/ is disallowed; misc/moved.html redirects to color.html, a twin, alias.html's canonical
+    assert crawled["disallowed"] == 1 and crawled["duplicates"] >= 2
 
     requested = {request.path for request in site.log}
     assert not any(path.startswith(DISALLOWED) for path in requested)
