@@ -61,6 +61,7 @@ class SiteServer:
     corpus: Path  # the folder served as /user/
     pages: set[str]  # paths under /user/commands/ that the generated index links to, e.g. "color.html"
     crawl_delay: float = 0.0
+    misbehaving: bool = True  # the index links to the pages under misc/ (False: a well-behaved site)
     url: str = ""
     log: list[Request] = field(default_factory=list)
     changed: dict[str, bytes] = field(default_factory=dict)  # path -> new content
@@ -100,6 +101,8 @@ class SiteServer:
 
     def index_page(self) -> bytes:
         links = [f'<li><a href="{name}">{name}</a></li>' for name in sorted(self.pages)]
+        if not self.misbehaving:
+            return f"<html><body><h1>Commands</h1><ul>{''.join(links)}</ul></body></html>".encode()
         links += [f'<li><a href="{path}">{path}</a></li>' for path in [*MISBEHAVING, *EXTRAS]]
         links += [
             f'<li><a href="{DISALLOWED}secret.html">secret</a></li>',
@@ -288,9 +291,11 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve_site(corpus: Path, pages: set[str], crawl_delay: float = 0.0) -> Iterator[SiteServer]:
+def serve_site(
+    corpus: Path, pages: set[str], crawl_delay: float = 0.0, misbehaving: bool = True
+) -> Iterator[SiteServer]:
     """The site on a free port of 127.0.0.1, for the duration of the `with` block."""
-    site = SiteServer(corpus=corpus, pages=pages, crawl_delay=crawl_delay)
+    site = SiteServer(corpus=corpus, pages=pages, crawl_delay=crawl_delay, misbehaving=misbehaving)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(site))
     server.daemon_threads = True
     site.url = f"http://127.0.0.1:{server.server_address[1]}"

@@ -69,14 +69,19 @@ class _Host:
         self.interval = max(self.interval, interval)
         self._next_start = max(self._next_start, self._last_start + self.interval)
 
-    async def wait_turn(self) -> None:
+    async def wait_turn(self) -> float:
+        """Wait until this host may be sent the next request; its start time (monotonic).
+
+        The interval counts from when a request really starts, not from when it was due: a sleep that
+        overshoots (the event loop busy parsing a page) must not let the next request follow closer.
+        Waiters queue on the lock in order."""
         async with self._lock:
+            while (wait := self._next_start - time.monotonic()) > 0:
+                await asyncio.sleep(wait)
             now = time.monotonic()
-            start = max(now, self._next_start)
-            self._last_start = start
-            self._next_start = start + self.interval
-        if start > now:
-            await asyncio.sleep(start - now)
+            self._last_start = now
+            self._next_start = now + self.interval
+            return now
 
 
 class Fetcher:
@@ -156,9 +161,9 @@ class Fetcher:
     async def _attempt(self, url: str, headers: dict[str, str]) -> tuple[Fetched | Failed | str, float | None]:
         host = self._host(url)
         async with host.in_flight:
-            await host.wait_turn()
+            started = await host.wait_turn()
             self.traffic.requests += 1
-            self.traffic.started_at.append(time.monotonic())
+            self.traffic.started_at.append(started)
             try:
                 # A whole-request deadline: httpx's timeouts are per read, which a page trickling a
                 # byte a second never reaches.
