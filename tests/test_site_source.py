@@ -122,6 +122,10 @@ def test_a_site_is_crawled_politely_and_recrawled_cheaply(site: SiteServer, craw
     assert all("docsctl/" in request.headers["user-agent"] for request in site.log)
 
     assert site.max_in_flight(TIMEOUT) <= CONCURRENCY
+    busy = site.requests_for(MISC + "busy.html")
+    assert [request.status for request in busy] == [429, 200] and busy[1].started - busy[0].started >= 0.95
+    assert [request.status for request in site.requests_for(MISC + "flaky.html")] == [500, 200]
+    assert len(site.requests_for(MISC + "slow.html")) == 3  # the first attempt and 2 retries
     starts = sorted(request.started for request in site.log)
     gaps = [later - earlier for earlier, later in zip(starts, starts[1:], strict=False)]
     # Each request starts a Crawl-delay after the one before; a generous margin for the server's own jitter.

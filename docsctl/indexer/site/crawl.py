@@ -27,6 +27,11 @@ from docsctl.indexer.site.urls import Scope, doc_path, html_links, markdown_link
 from docsctl.models import SourceDoc
 
 MAX_SITEMAPS = 50
+# Links to these are never requested: images, styles, scripts, archives and media are not documents.
+ASSET_SUFFIXES = frozenset(
+    ".png .jpg .jpeg .gif .svg .webp .ico .bmp .css .js .mjs .map .woff .woff2 .ttf .otf .eot .pdf .zip .gz .tgz "
+    ".tar .bz2 .xz .whl .exe .dmg .mp3 .mp4 .webm .mov .avi .ogg .wav".split()
+)
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/markdown;q=0.9,text/plain;q=0.8,*/*;q=0.1"
 _KINDS = {
     "text/html": "html",
@@ -200,6 +205,8 @@ class _Crawl:
         """Queue `url` unless it was seen, is out of scope (the start URL ignores include globs), too deep,
         past max_pages, or disallowed by robots.txt (counted, never requested)."""
         if url is None or url in self.seen or depth > self.job.settings.max_depth:
+            return
+        if Path(urlsplit(url).path).suffix.lower() in ASSET_SUFFIXES:
             return
         if len(self.seen) >= self.job.settings.max_pages:
             return
