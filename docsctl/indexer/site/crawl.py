@@ -28,10 +28,11 @@ from docsctl.models import SourceDoc
 
 MAX_SITEMAPS = 50
 # Links to these are never requested: images, styles, scripts, archives and media are not documents.
-ASSET_SUFFIXES = frozenset(
-    ".png .jpg .jpeg .gif .svg .webp .ico .bmp .css .js .mjs .map .woff .woff2 .ttf .otf .eot .pdf .zip .gz .tgz "
-    ".tar .bz2 .xz .whl .exe .dmg .mp3 .mp4 .webm .mov .avi .ogg .wav".split()
-)
+ASSET_SUFFIXES = frozenset({
+    ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".ico", ".bmp", ".css", ".js", ".mjs", ".map", ".woff",
+    ".woff2", ".ttf", ".otf", ".eot", ".pdf", ".zip", ".gz", ".tgz", ".tar", ".bz2", ".xz", ".whl", ".exe", ".dmg",
+    ".mp3", ".mp4", ".webm", ".mov", ".avi", ".ogg", ".wav",
+})  # fmt: skip
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/markdown;q=0.9,text/plain;q=0.8,*/*;q=0.1"
 _KINDS = {
     "text/html": "html",
