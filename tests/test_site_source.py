@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import uuid
 from pathlib import Path
 
 import pytest
@@ -157,7 +158,8 @@ def test_a_site_is_crawled_politely_and_recrawled_cheaply(site: SiteServer, craw
     color, cartoon, clip = "/user/commands/color.html", asked[0], asked[-1]
     assert color not in (cartoon, clip)
     original = (site.corpus / "commands" / "color.html").read_bytes()
-    site.changed[color] = original.replace(b"</h3>", b"</h3><p>Chameleons change color too.</p>", 1)
+    novel = f"<p>Chameleons change color too ({uuid.uuid4().hex}).</p>".encode()  # never in the embedding cache
+    site.changed[color] = original.replace(b"</h3>", b"</h3>" + novel, 1)
     site.changed_at[color] = site.started_at + 10_000
     site.deleted.add(cartoon)
     site.failing.add(clip)
