@@ -68,6 +68,7 @@ class SiteServer:
     changed_at: dict[str, float] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
     failing: set[str] = field(default_factory=set)  # paths answering 503 until removed from here
+    accepted: dict[tuple[str, int], float] = field(default_factory=dict)  # client address -> monotonic
     _hits: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     started_at: float = field(default_factory=time.time)
@@ -164,7 +165,10 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             path = self.path.split("?", 1)[0]
-            request = Request(path, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
+            # When the connection was accepted (one request per connection: HTTP/1.0), not when this
+            # thread got round to it: the server shares the GIL with the crawler and its own big pages.
+            started = site.accepted.pop(self.client_address, time.monotonic())
+            request = Request(path, {k.lower(): v for k, v in self.headers.items()}, started)
             with site._lock:
                 site.log.append(request)
             try:
@@ -194,6 +198,8 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
             return self.send(200, body, content_type, ETag=etag, Last_Modified=formatdate(mtime, usegmt=True))
 
         def answer(self, path: str, hits: int) -> int:
+            if path in site.failing:
+                return self.send(503, b"down for maintenance")
             if path == "/robots.txt":
                 return self.send(200, site.robots(), "text/plain")
             if path == "/sitemaps/index.xml":
@@ -206,8 +212,6 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
                 return self.send(200, site.inventory(), "application/octet-stream")
             if path in site.deleted:
                 return self.send(404, b"gone")
-            if path in site.failing:
-                return self.send(503, b"down for maintenance")
             if path in site.changed:
                 return self.document(site.changed[path], "text/html", site.changed_at[path])
             if path.startswith(MISC):
@@ -296,7 +300,12 @@ def serve_site(
 ) -> Iterator[SiteServer]:
     """The site on a free port of 127.0.0.1, for the duration of the `with` block."""
     site = SiteServer(corpus=corpus, pages=pages, crawl_delay=crawl_delay, misbehaving=misbehaving)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(site))
+    class Server(ThreadingHTTPServer):
+        def process_request(self, request, client_address):  # noqa: ANN001 (socketserver's signature)
+            site.accepted[client_address] = time.monotonic()
+            super().process_request(request, client_address)
+
+    server = Server(("127.0.0.1", 0), _handler(site))
     server.daemon_threads = True
     site.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -136,6 +136,7 @@ class _Crawl:
         self.lastmod: dict[str, float | None] = {}
         self.names: dict[str, list[str]] = {}  # page URL -> API names from objects.inv
         self.queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self.unreachable = ""  # why the site was not crawled at all this time
         self.started = time.monotonic()
 
     # -- discovery ---------------------------------------------------------------------------------
@@ -145,6 +146,10 @@ class _Crawl:
         parts = urlsplit(self.job.scope.root)
         origin = f"{parts.scheme}://{parts.netloc}"
         robots = await self.fetcher.get(f"{origin}/robots.txt")
+        if isinstance(robots, Failed) and robots.transient:
+            # RFC 9309: a robots.txt that cannot be read (5xx, unreachable) means crawl nothing for now.
+            self.unreachable = f"robots.txt unreachable ({robots.reason})"
+            return []
         if isinstance(robots, Fetched):
             self.robots = parse_robots(robots.body.decode("utf-8", "replace"), ROBOTS_TOKEN)
             if self.robots.crawl_delay:
@@ -258,7 +263,7 @@ class _Crawl:
             self.stats.duplicates += 1  # redirected to a page crawled on its own: not requested twice
             return
         if isinstance(got, Failed):
-            self._failed(url, got, previous if has_copy else None)
+            self._failed(url, got, previous if has_copy else None, depth)
             return
         if got.status == 304 and has_copy:
             self._keep(url, {**previous, "fetched": time.time()}, depth)
@@ -274,16 +279,33 @@ class _Crawl:
         self.pages[url] = (self._doc(url, previous["path"], file), None)
         self._follow(file.read_bytes(), url, file.suffix.lstrip("."), depth)
 
-    def _failed(self, url: str, failure: Failed, previous: dict[str, Any] | None) -> None:
+    def _keep_previous(self, url: str, previous: dict[str, Any], reason: str, depth: int | None) -> None:
+        """A page that could not be fetched this time stays as it was indexed, and so do the pages it links
+        to: a site that is down for a while must not lose its chunks. `depth` None follows no links."""
+        self.state[url] = previous
+        file = self.job.mirror / previous["file"]
+        self.pages[url] = (self._doc(url, previous["path"], file), f"{reason}; the previous version stays indexed")
+        if depth is not None:
+            self._follow(file.read_bytes(), url, file.suffix.lstrip("."), depth)
+
+    def keep_everything(self) -> None:
+        """The site could not be crawled: every page of the last crawl whose mirror file is there stays."""
+        for url, previous in self.job.previous.items():
+            if (self.job.mirror / previous["file"]).is_file():
+                self._keep_previous(url, previous, self.unreachable, None)
+                self.stats.skipped += 1
+        if not self.pages:
+            start = self.job.start_url
+            self.pages[start] = (self._doc(start, doc_path(start), self.job.mirror / "-"), self.unreachable)
+            self.stats.skipped += 1
+
+    def _failed(self, url: str, failure: Failed, previous: dict[str, Any] | None, depth: int) -> None:
         if failure.gone:
             self.stats.gone += 1
             return  # not handed on: the pipeline drops the chunks it had
         self.stats.skipped += 1
         if failure.transient and previous is not None:
-            self.state[url] = previous
-            file = self.job.mirror / previous["file"]
-            reason = f"{failure.reason}; the previous version stays indexed"
-            self.pages[url] = (self._doc(url, previous["path"], file), reason)
+            self._keep_previous(url, previous, failure.reason, depth)
             return
         self.pages[url] = (self._doc(url, doc_path(url), self.job.mirror / "-"), failure.reason)
 
@@ -361,6 +383,10 @@ async def crawl(job: SiteJob, progress: CrawlProgress | None = None) -> CrawlRes
     async with Fetcher(job.settings) as fetcher:
         run = _Crawl(job, fetcher, progress)
         seeds = await run.discover()
+        if run.unreachable:
+            run.keep_everything()
+            run._report()
+            return CrawlResult(list(run.pages.values()), run.state, run.stats, list(fetcher.traffic.started_at))
         run.enqueue(normalize_url(job.start_url), 0, start=True)
         for seed in seeds:
             run.enqueue(normalize_url(seed), 1)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
 
@@ -55,33 +56,43 @@ class Traffic:
 
 
 class _Host:
-    """At most `concurrency` requests in flight and one request start per `interval` seconds."""
+    """At most `concurrency` requests in flight, and each request sent at least `interval` seconds after the
+    one before.
+
+    The interval is measured between requests as they go on the wire (httpx's trace of the request
+    headers), not between the moments they were allowed to go: when the event loop is busy for a while
+    (parsing a page), a request allowed before the pause must not leave together with the next one
+    after it. So the turn is held from the wait until the request is sent."""
 
     def __init__(self, interval: float, concurrency: int) -> None:
         self.interval = interval
         self.in_flight = asyncio.Semaphore(concurrency)
-        self._last_start = float("-inf")
-        self._next_start = 0.0
-        self._lock = asyncio.Lock()
+        self._last_sent = float("-inf")
+        self._turn = asyncio.Lock()
 
     def slow_down(self, interval: float) -> None:
-        """At least `interval` between request starts from now on, counting from the last one."""
         self.interval = max(self.interval, interval)
-        self._next_start = max(self._next_start, self._last_start + self.interval)
 
-    async def wait_turn(self) -> float:
-        """Wait until this host may be sent the next request; its start time (monotonic).
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[Callable[[], float]]:
+        """Wait for this host's turn; call the function given once the request is sent (it returns the time)."""
+        await self._turn.acquire()
+        released = False
 
-        The interval counts from when a request really starts, not from when it was due: a sleep that
-        overshoots (the event loop busy parsing a page) must not let the next request follow closer.
-        Waiters queue on the lock in order."""
-        async with self._lock:
-            while (wait := self._next_start - time.monotonic()) > 0:
+        def sent() -> float:
+            nonlocal released
+            if not released:
+                released = True
+                self._last_sent = time.monotonic()
+                self._turn.release()
+            return self._last_sent
+
+        try:
+            while (wait := self._last_sent + self.interval - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
-            now = time.monotonic()
-            self._last_start = now
-            self._next_start = now + self.interval
-            return now
+            yield sent
+        finally:
+            sent()  # a request that failed before it was sent (no connection) counts as sent then
 
 
 class Fetcher:
@@ -160,16 +171,19 @@ class Fetcher:
 
     async def _attempt(self, url: str, headers: dict[str, str]) -> tuple[Fetched | Failed | str, float | None]:
         host = self._host(url)
-        async with host.in_flight:
-            started = await host.wait_turn()
+        async with host.in_flight, host.turn() as sent:
+
+            async def on_trace(event: str, info: dict) -> None:
+                if event == "http11.send_request_headers.started":
+                    self.traffic.started_at.append(sent())
+
             self.traffic.requests += 1
-            self.traffic.started_at.append(started)
             try:
                 # A whole-request deadline: httpx's timeouts are per read, which a page trickling a
                 # byte a second never reaches.
                 async with (
                     asyncio.timeout(self.settings.timeout_seconds),
-                    self._client.stream("GET", url, headers=headers) as response,
+                    self._client.stream("GET", url, headers=headers, extensions={"trace": on_trace}) as response,
                 ):
                     return await self._read(url, response)
             except (httpx.TimeoutException, TimeoutError):
