@@ -229,3 +229,10 @@ def test_bad_site_settings_are_one_line_errors(tmp_path, body, message):
     result = CliRunner().invoke(app, ["reindex", "--config", str(config)], env={"DOCSCTL_DATA_DIR": str(tmp_path)})
     assert result.exit_code == 1
     assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("address", ["http://", "https://[bad/"])
+def test_reindex_of_a_bad_web_address_is_a_one_line_error(tmp_path, address):
+    result = CliRunner().invoke(app, ["reindex", address], env={"DOCSCTL_DATA_DIR": str(tmp_path)})
+    assert result.exit_code == 1
+    assert f"not a web address: {address}" in result.output and "Traceback" not in result.output

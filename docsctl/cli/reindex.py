@@ -25,6 +25,7 @@ from docsctl.cli.common import (
 from docsctl.config import Settings, SiteSettings
 from docsctl.errors import ConfigError
 from docsctl.indexer.git import Checkout, checkout
+from docsctl.indexer.site.urls import normalize_url
 from docsctl.indexer.sources import (
     ResolvedSources,
     SourceTarget,
@@ -59,6 +60,8 @@ def targets_for(
         targets = []
         for index, given in enumerate(paths):
             if is_web_address(given):
+                if normalize_url(given) is None:
+                    raise ConfigError(f"not a web address: {given}")
                 name = names[index] if names else name_for_site(given)
                 labels = {"category_rules": category_rules, "version": version}
                 targets.append(site_target(name, given, SiteSettings(), settings.cache_dir, **labels))
@@ -156,6 +159,10 @@ def reindex(
         cache.close()
         embedder.prepare_queries()  # while torch is loaded (if anything was embedded), not in the first query
     failed_sources = [{"source": name, "reason": reason} for name, reason in resolved.failures]
+    for name, crawled in summary.crawls.items():
+        if not crawled["fetched"] + crawled["not_modified"]:  # not one page: the site, not a page, failed
+            reasons = [reason for path, reason in summary.skipped if path.startswith(f"{name}:")]
+            failed_sources.append({"source": name, "reason": reasons[0] if reasons else "no page could be fetched"})
     if as_json:
         print_json({"backend": store.backend, **summary.to_dict(), "failed_sources": failed_sources})
     else:
