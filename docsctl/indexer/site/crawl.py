@@ -166,9 +166,15 @@ class _Crawl:
         return seeds
 
     async def _fetch_allowed(self, url: str) -> Fetched | Failed:
+        """A discovery file (sitemap, llms.txt, objects.inv): anywhere on the site that robots.txt allows."""
         if not self.robots.allows(_path_and_query(url)):
             return Failed(url, "disallowed by robots.txt")
-        return await self.fetcher.get(url, may_follow=self._refusal)
+        return await self.fetcher.get(url, may_follow=self._off_site)
+
+    def _off_site(self, url: str) -> str | None:
+        if urlsplit(url).netloc != urlsplit(self.job.scope.root).netloc:
+            return "on another host"
+        return None if self.robots.allows(_path_and_query(url)) else "disallowed by robots.txt"
 
     async def _read_sitemaps(self, roots: Sequence[str], seeds: list[str]) -> None:
         pending, read = list(dict.fromkeys(roots)), set()
@@ -267,8 +273,10 @@ class _Crawl:
             return
         if got.status == 304 and has_copy:
             self._keep(url, {**previous, "fetched": time.time()}, depth)
-            return
-        await self._take(url, got, depth)
+        elif got.status == 304:  # to a request that was not conditional: nothing to read
+            self._failed(url, Failed(url, "HTTP 304 to an unconditional request"), None, depth)
+        else:
+            await self._take(url, got, depth)
 
     def _keep(self, url: str, previous: dict[str, Any], depth: int) -> None:
         """An unchanged page: its mirror file stands; its links are read from it."""

@@ -98,7 +98,7 @@ class _Host:
 class Fetcher:
     """One crawl's HTTP client; use as `async with Fetcher(settings) as fetcher`."""
 
-    def __init__(self, settings: SiteSettings, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, settings: SiteSettings) -> None:
         self.settings = settings
         self.traffic = Traffic()
         self.max_bytes = int(settings.max_page_mb * 1024 * 1024)
@@ -107,9 +107,7 @@ class Fetcher:
             headers={"User-Agent": USER_AGENT},
             timeout=httpx.Timeout(settings.timeout_seconds),
             follow_redirects=False,  # followed here, to count hops, see loops and check each target
-            transport=transport,
-            trust_env=False,  # a crawl of a local site must not go through a proxy set for the internet
-        )
+        )  # trust_env: HTTP(S)_PROXY and NO_PROXY are honoured, as curl would
 
     async def __aenter__(self) -> Fetcher:
         return self
