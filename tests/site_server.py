@@ -42,6 +42,7 @@ EXTRAS = {
     MISC + "twin-b.html": "twin",
 }
 LLMS_ONLY = MISC + "notes.md"  # linked from llms.txt alone, served as text/markdown
+NEGOTIATED = MISC + "negotiated.html"  # Markdown to a request that prefers it (llms.txt links to it), else HTML
 INVENTORY = {"chimerax.color": "color.html#simple", "chimerax.cartoon.style": "cartoon.html#style"}
 DISALLOWED = MISC + "private/"
 SLOW_SECONDS = 5.0
@@ -147,6 +148,7 @@ class SiteServer:
         return (
             b"# ChimeraX commands\n\n- [Coloring](color.html): color atoms, cartoons and surfaces\n"
             b"- [Notes](misc/notes.md): release notes\n"
+            b"- [Negotiated](misc/negotiated.html): either format\n"
         )
 
     def inventory(self) -> bytes:
@@ -267,6 +269,11 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
             if name in {"twin-a.html", "twin-b.html"}:
                 twin = b"<html><body><h1>Twins</h1><p>The same page under two addresses.</p></body></html>"
                 return self.document(twin, "text/html", 0)
+            if name == "negotiated.html":
+                if self.headers.get("Accept", "").startswith("text/markdown"):
+                    return self.document(b"# Negotiated\n\nServed as Markdown on request.\n", "text/markdown", 0)
+                html = b"<html><body><h1>Negotiated</h1><p>Served as HTML.</p></body></html>"
+                return self.document(html, "text/html", 0)
             if name == "notes.md":
                 return self.document(b"# Notes\n\nOnly llms.txt links to these notes.\n", "text/markdown", 0)
             if name == "binary.html":
@@ -300,6 +307,7 @@ def serve_site(
 ) -> Iterator[SiteServer]:
     """The site on a free port of 127.0.0.1, for the duration of the `with` block."""
     site = SiteServer(corpus=corpus, pages=pages, crawl_delay=crawl_delay, misbehaving=misbehaving)
+
     class Server(ThreadingHTTPServer):
         def process_request(self, request, client_address):  # noqa: ANN001 (socketserver's signature)
             site.accepted[client_address] = time.monotonic()

@@ -7,6 +7,7 @@ changed, a deleted and a failing page. The one-off `docsctl reindex URL` runs th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import uuid
@@ -14,15 +15,28 @@ from pathlib import Path
 
 import pytest
 from corpus_fixtures import BACKENDS, backend_settings, settings_env
-from site_server import DISALLOWED, EXTRAS, INVENTORY, LLMS_ONLY, MISBEHAVING, MISC, SiteServer, serve_site
+from site_server import (
+    DISALLOWED,
+    EXTRAS,
+    INVENTORY,
+    LLMS_ONLY,
+    MISBEHAVING,
+    MISC,
+    NEGOTIATED,
+    SiteServer,
+    serve_site,
+)
 from typer.testing import CliRunner
 
 from docsctl.cli.app import app
-from docsctl.config import load_settings
+from docsctl.config import SiteSettings, load_settings
 from docsctl.embedding import EmbeddingCache
 from docsctl.indexer.git import checkout
 from docsctl.indexer.pipeline import ReindexSummary, reindex
+from docsctl.indexer.site.crawl import CrawlResult, SiteJob, crawl
+from docsctl.indexer.site.urls import Scope, scope_of
 from docsctl.indexer.sources import resolve_sources
+from docsctl.models import SourceDoc
 from docsctl.server.search import Searcher
 from docsctl.store import open_store
 
@@ -99,11 +113,18 @@ def test_a_site_is_crawled_politely_and_recrawled_cheaply(site: SiteServer, craw
     twins = {path.lstrip("/") for path, kept in EXTRAS.items() if kept == "twin"}
     indexed = crawler.paths()
     assert len(indexed & twins) == 1, "identical content is indexed once"
-    others = {kept for kept in EXTRAS.values() if kept and kept != "twin"} | {LLMS_ONLY.lstrip("/")}
+    others = {kept for kept in EXTRAS.values() if kept and kept != "twin"} | {
+        LLMS_ONLY.lstrip("/"),
+        NEGOTIATED.lstrip("/"),
+    }
     assert indexed - twins == commands | recovered | others | {"user/commands/"}
     (guide,) = [chunk for chunk in crawler.store.iter_chunks(with_embedding=False) if chunk.path.endswith("guide.html")]
     assert "Markdown version" in guide.content and guide.doc_type == "markdown"  # its .md alternate was read
     assert guide.url == f"{site.url}/user/commands/misc/guide.html"
+    (negotiated,) = [
+        chunk for chunk in crawler.store.iter_chunks(with_embedding=False) if chunk.path == NEGOTIATED.lstrip("/")
+    ]
+    assert negotiated.doc_type == "markdown"  # llms.txt links to it: asked for Markdown, which the server has
     for name, uri in INVENTORY.items():  # objects.inv: API names find their page
         assert {chunk.path for chunk in crawler.store.lookup(name, ["site"])} == {f"user/commands/{uri.split('#')[0]}"}
     skipped = skipped_reasons(summary)
@@ -236,3 +257,37 @@ def test_reindex_of_a_bad_web_address_is_a_one_line_error(tmp_path, address):
     result = CliRunner().invoke(app, ["reindex", address], env={"DOCSCTL_DATA_DIR": str(tmp_path)})
     assert result.exit_code == 1
     assert f"not a web address: {address}" in result.output and "Traceback" not in result.output
+
+
+def crawl_only(site: SiteServer, tmp_path: Path, **settings) -> CrawlResult:
+    """The crawler alone (no extraction, no embedding) on the well-behaved part of the site."""
+    url = f"{site.url}/user/commands/"
+    job = SiteJob(
+        name="site",
+        start_url=url,
+        scope=Scope(scope_of(url), ("/user/commands/c*",)),
+        settings=SiteSettings(requests_per_second=200, **settings),
+        mirror=tmp_path / "mirror",
+        make_doc=lambda page, path, file, names: SourceDoc("site", path, file, "docs", "", page, names),
+        previous={},
+    )
+    return asyncio.run(crawl(job))
+
+
+@pytest.mark.parametrize("max_pages", [1, 5])
+def test_max_pages_bounds_the_pages_requested(site: SiteServer, tmp_path, max_pages):
+    site.crawl_delay, site.misbehaving = 0, False
+    result = crawl_only(site, tmp_path, max_pages=max_pages)
+    assert len(result.pages) == max_pages == len([r for r in site.log if r.path.endswith((".html", "/"))])
+
+
+@pytest.mark.parametrize(("max_depth", "pages"), [(0, {"/"}), (1, {"/", "/color.html"}), (2, None)])
+def test_max_depth_bounds_how_far_links_are_followed(site: SiteServer, tmp_path, max_depth, pages):
+    site.crawl_delay, site.misbehaving = 0, False
+    site.pages = {"color.html"}  # the index links to color.html alone; the pages color.html links to are deeper
+    result = crawl_only(site, tmp_path, max_depth=max_depth)
+    found = {doc.path.removeprefix("user/commands") or "/" for doc, _ in result.pages}
+    if pages is not None:
+        assert found == pages
+    else:
+        assert found > {"/", "/color.html"}

@@ -34,6 +34,8 @@ ASSET_SUFFIXES = frozenset({
     ".mp3", ".mp4", ".webm", ".mov", ".avi", ".ogg", ".wav",
 })  # fmt: skip
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/markdown;q=0.9,text/plain;q=0.8,*/*;q=0.1"
+# For the pages llms.txt links to: Markdown where the server negotiates it (llmstxt.org).
+ACCEPT_MARKDOWN = "text/markdown,text/html;q=0.9,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.1"
 _KINDS = {
     "text/html": "html",
     "application/xhtml+xml": "html",
@@ -137,6 +139,7 @@ class _Crawl:
         self.names: dict[str, list[str]] = {}  # page URL -> API names from objects.inv
         self.queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self.unreachable = ""  # why the site was not crawled at all this time
+        self.prefer_markdown: set[str] = set()  # pages llms.txt links to
         self.started = time.monotonic()
 
     # -- discovery ---------------------------------------------------------------------------------
@@ -159,7 +162,9 @@ class _Crawl:
         for name in ("llms.txt", "llms-full.txt"):
             got = await self._fetch_allowed(urljoin(self.job.scope.root, name))
             if isinstance(got, Fetched) and page_kind(got.headers.get("content-type", ""), got.body, got.url)[0]:
-                seeds.extend(markdown_links(got.body.decode("utf-8", "replace"), got.url))
+                links = [normalize_url(link) for link in markdown_links(got.body.decode("utf-8", "replace"), got.url)]
+                self.prefer_markdown.update(link for link in links if link)
+                seeds.extend(link for link in links if link)
         inventory = await self._fetch_allowed(urljoin(self.job.scope.root, "objects.inv"))
         if isinstance(inventory, Fetched):
             self._read_inventory(parse_inventory(inventory.body), inventory.url)
@@ -259,7 +264,7 @@ class _Crawl:
         if has_copy and lastmod is not None and lastmod <= previous.get("fetched", 0):
             self._keep(url, previous, depth)
             return
-        headers = {"Accept": ACCEPT}
+        headers = {"Accept": ACCEPT_MARKDOWN if url in self.prefer_markdown else ACCEPT}
         if has_copy and previous.get("etag"):
             headers["If-None-Match"] = previous["etag"]
         if has_copy and previous.get("last_modified"):
