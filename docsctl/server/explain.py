@@ -32,6 +32,16 @@ FIELD_ORDER = (
 # -- stats ------------------------------------------------------------------------------------------
 
 
+def human_size(size: int) -> str:
+    """Bytes as people read them: 512 B, 3.4 MB."""
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
 def last_reindex(state: dict[str, Any]) -> dict[str, Any] | None:
     """A source's last reindex from its recorded state: when, from where, and the files seen and skipped
     by that run (the versions indexed at that time), plus every version as recorded."""
