@@ -103,7 +103,7 @@ class FacetValue:
     label: str
     count: int
     selected: bool
-    link: str  # the search with this value selected, or unselected when it is
+    link: str | None  # the search with this value selected, or unselected when it is; None for ""
 
 
 def facet_views(counts: Mapping[str, Mapping[str, int]], params: Mapping[str, str]) -> dict[str, list[FacetValue]]:
@@ -113,9 +113,11 @@ def facet_views(counts: Mapping[str, Mapping[str, int]], params: Mapping[str, st
     for field, values in counts.items():
         entries = []
         for value, count in values.items():
-            selected = params.get(field) == value
+            selected = bool(value) and params.get(field) == value
             link_params = {**params, field: "" if selected else value, "page": ""}
-            entries.append(FacetValue(value, value or "(none)", count, selected, "/" + query_string(link_params)))
+            # "" (no version, no category) cannot be asked for in a URL: such a value is shown, not linked
+            link = "/" + query_string(link_params) if value else None
+            entries.append(FacetValue(value, value or "(none)", count, selected, link))
         selected_value = params.get(field)
         if selected_value and selected_value not in values:  # chosen, but nothing matches with the other filters
             link = "/" + query_string({**params, field: "", "page": ""})
