@@ -280,7 +280,7 @@ def test_explain_shows_ranks_scores_and_a_chart(page: Page):
 def test_sources_lists_every_source_with_its_runs(page: Page):
     page.open("/sources")
     names = [cell.text for cell in page.all("table.sources tbody th")]
-    assert names == sorted(["chimerax", "hostile", "samples"])
+    assert sorted(names) == ["chimerax", "hostile", "samples"]
     assert "latin1.md" in page.one("main").text  # skipped, with its reason
     page.screenshot("sources")
 
