@@ -36,7 +36,8 @@ def serve(
     """Serve the documentation tools to AI assistants over MCP (search_docs, lookup, get_chunk, ...).
 
     Loads the model and opens the index once, at start-up; logs go to stderr. It never indexes:
-    build the index first with docsctl reindex PATH.
+    build the index first with docsctl reindex PATH. With --transport http the MCP endpoint is /mcp and
+    the web pages (as docsctl ui serves them) are at /.
 
     Example: claude mcp add docsctl -- docsctl serve
     """
