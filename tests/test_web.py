@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from corpus_fixtures import index_folder
+from markupsafe import escape as markup_escape
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 from web_fixtures import HOSTILE_WORDS, IMG_TAG, SCRIPT_TITLE, write_hostile_pages
@@ -44,6 +45,10 @@ def searcher(embedder, embedding_cache_dir, tmp_path_factory) -> Searcher:
 @pytest.fixture(scope="module")
 def client(searcher) -> TestClient:
     return TestClient(create_app(searcher), base_url="http://127.0.0.1:8766")
+
+
+def escape(text: str) -> str:
+    return str(markup_escape(text))
 
 
 class Elements(HTMLParser):
@@ -223,12 +228,6 @@ def test_the_document_view_shows_every_chunk_and_its_embedded_text(client, searc
     assert html.count('class="chunk"') == len(chunks)
 
 
-def escape(text: str) -> str:
-    from markupsafe import escape as markup_escape
-
-    return str(markup_escape(text))
-
-
 def test_the_explain_page_says_what_docsctl_explain_says(client, searcher):
     from docsctl.server.explain import explain
 
@@ -299,6 +298,15 @@ def test_a_loopback_server_answers_only_requests_addressed_to_it(searcher):
     assert local.get("/").status_code == 400
     public = TestClient(create_app(searcher, "0.0.0.0"), base_url="http://docs.example.org")
     assert public.get("/sources").status_code == 200
+
+
+def test_without_an_index_every_page_says_how_to_build_one(embedder, tmp_path):
+    settings = load_settings(backend="sqlite", index_alias="none", data_dir=tmp_path, cache_dir=tmp_path)
+    empty = TestClient(create_app(Searcher(open_store(settings), embedder)), base_url="http://127.0.0.1")
+    for url in ("/", "/?q=color", "/sources", "/doc?path=a.md", "/explain?q=color&path=a.md"):
+        response = empty.get(url)
+        assert response.status_code == 503, url
+        assert "docsctl reindex PATH" in response.text
 
 
 def test_static_files_are_shipped(client):
