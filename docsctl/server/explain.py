@@ -12,6 +12,7 @@ A document missing from a list is reported with rank None ("not in top N").
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,11 +222,21 @@ def explain(
     def retrieve(retriever: str, k: int) -> list[Hit]:
         return searcher.retrieve(retriever, text, k, filters, vector)
 
-    # What a first page of `docsctl query` fuses: each retriever's top `candidates` chunks.
-    top = {retriever: retrieve(retriever, candidates) for retriever in RETRIEVERS}
+    # What a first page of `docsctl query` fuses (each retriever's top `candidates` chunks), and each
+    # retriever `depth` deep. The retrievals are independent and each waits on the store: run side by side.
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="docsctl-explain") as pool:
+        pending_top = {retriever: pool.submit(retrieve, retriever, candidates) for retriever in RETRIEVERS}
+        pending_deep = {retriever: pool.submit(retrieve, retriever, depth) for retriever in RETRIEVERS}
+        pending_documents = (
+            pool.submit(searcher.document_ranking, vector, candidates, filters)
+            if searcher.uses_document_ranking(text)
+            else None
+        )
+        top = {retriever: future.result() for retriever, future in pending_top.items()}
+        deep = {retriever: future.result() for retriever, future in pending_deep.items()}
+        documents = pending_documents.result() if pending_documents else []
     ranking = searcher.ranking
     weights = dict(ranking.weights_for(text))
-    documents = searcher.document_ranking(vector, candidates, filters) if searcher.uses_document_ranking(text) else []
     fused = collapse_by_document(searcher.fuse_ranked(text, top["bm25"], top["knn"], True, documents))
     position = next((i for i, hit in enumerate(fused) if hit.chunk.doc_id == doc_id), None)
     hit = fused[position] if position is not None else None
@@ -233,7 +244,7 @@ def explain(
     if hit is not None and ranking.method == "rrf":
         contributions = {name: weights.get(name, 1.0) / (ranking.rrf_k + rank) for name, rank in hit.ranks.items()}
 
-    retrievers = {retriever: rank_in(retriever, retrieve(retriever, depth), doc_id, depth) for retriever in RETRIEVERS}
+    retrievers = {retriever: rank_in(retriever, deep[retriever], doc_id, depth) for retriever in RETRIEVERS}
     matched_chunk = retrievers["bm25"].chunk or (hit.chunk if hit else None) or document[0]
     matched = store.explain_bm25(text, matched_chunk.chunk_id)
     matched["fields"] = ordered_fields(matched.get("fields", {}))
