@@ -219,8 +219,8 @@ def explain(
     depth = max(depth, candidates)
     vector = searcher.embedder.encode_query(text)
 
-    def retrieve(retriever: str, k: int) -> list[Hit]:
-        return searcher.retrieve(retriever, text, k, filters, vector)
+    def retrieve(retriever: str, k: int) -> list[Hit]:  # stand-ins, as search() fuses them; whole ones below
+        return searcher.retrieve(retriever, text, k, filters, vector, brief=True)
 
     # What a first page of `docsctl query` fuses (each retriever's top `candidates` chunks), and each
     # retriever `depth` deep. The retrievals are independent and each waits on the store: run side by side.
@@ -245,7 +245,12 @@ def explain(
         contributions = {name: weights.get(name, 1.0) / (ranking.rrf_k + rank) for name, rank in hit.ranks.items()}
 
     retrievers = {retriever: rank_in(retriever, deep[retriever], doc_id, depth) for retriever in RETRIEVERS}
-    matched_chunk = retrievers["bm25"].chunk or (hit.chunk if hit else None) or document[0]
+    # The few chunks the explanation names, fetched whole (each is one of the document's own).
+    whole = {chunk.chunk_id: chunk for chunk in document}
+    for view in retrievers.values():
+        view.chunk = whole.get(view.chunk.chunk_id, view.chunk) if view.chunk else None
+    shown = whole.get(hit.chunk.chunk_id, hit.chunk) if hit else None
+    matched_chunk = retrievers["bm25"].chunk or shown or document[0]
     matched = store.explain_bm25(text, matched_chunk.chunk_id)
     matched["fields"] = ordered_fields(matched.get("fields", {}))
     return Explanation(
@@ -264,7 +269,7 @@ def explain(
         fused_total=len(fused),
         list_ranks=dict(hit.ranks) if hit else {},
         contributions=contributions,
-        shown=hit.chunk if hit else None,
+        shown=shown,
         retrievers=retrievers,
         matched_chunk=matched_chunk,
         matched=matched,
