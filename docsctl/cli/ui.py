@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import sys
 from typing import Annotated
 
 import typer
@@ -17,6 +15,7 @@ from docsctl.cli.common import (
     settings_from,
     user_errors,
 )
+from docsctl.cli.serve import log_to_stderr
 
 
 def ui(
@@ -40,11 +39,7 @@ def ui(
     """
     if not 1 <= port <= 65535:
         fail(f"port must be between 1 and 65535, not {port}")
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
-    )
-    logging.getLogger("docsctl").setLevel(logging.INFO)
-    logging.getLogger("opensearch").setLevel(logging.ERROR)  # the store reports a failure once, clearly
+    log_to_stderr()
     with user_errors():
         settings = settings_from(config, opensearch_url, backend, data_dir)
         from docsctl.server.web import serve
