@@ -285,6 +285,20 @@ def test_sources_lists_every_source_with_its_runs(page: Page):
     page.screenshot("sources")
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_light_and_dark_follow_the_system_setting(page: Page, scheme: str):
+    feature = {"features": [{"name": "prefers-color-scheme", "value": scheme}]}
+    page.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", feature)
+    try:
+        page.open("/", q="color")
+        background = page.driver.execute_script("return getComputedStyle(document.body).backgroundColor")
+        red, green, blue = (int(part) for part in background[background.index("(") + 1 : -1].split(",")[:3])
+        assert (red + green + blue < 150) == (scheme == "dark"), background
+        page.screenshot(f"search-{scheme}")
+    finally:
+        page.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+
 def test_hostile_pages_render_as_text(page: Page):
     page.open("/", q=HOSTILE_WORDS, source="hostile")
     titles = [element.text for element in page.all("li.hit .result-link")]
