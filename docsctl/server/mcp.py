@@ -332,7 +332,7 @@ def serve(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.
 
     from docsctl.server import web
 
-    web.app.warn_if_public(host)
+    web.warn_if_public(host)
     log.info("serving MCP over streamable HTTP at http://%s:%d%s, the web pages at /", host, port, HTTP_PATH)
     uvicorn.run(http_app(app, searcher, host), host=host, port=port, log_level="warning")
 
