@@ -56,7 +56,7 @@ from docsctl.server.results import (
     SearchResponse,
     SourcesResponse,
 )
-from docsctl.server.search import MAX_LIMIT, Searcher
+from docsctl.server.search import MAX_LIMIT, MAX_REWORDINGS, Searcher
 from docsctl.store import open_store
 
 log = logging.getLogger("docsctl.mcp")
@@ -69,7 +69,8 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 INSTRUCTIONS = """\
 Search the documentation indexed by docsctl (see list_sources for what is indexed and how fresh it is).
-- Question in plain words ("how do I color by chain?"): search_docs.
+- Question in plain words ("how do I color by chain?"): search_docs; pass rewordings in `queries` (the words
+  the documentation would use) when the user's words may not be the documentation's.
 - Exact command, class, component or function name ("color", "Tabulator"): lookup.
 - Reading on from a result: get_chunk(chunk_id) for its section, get_document(path, source) for the page.
 Answers are cut to max_chars; a cut ends with "[… truncated: call …]" naming the call for the rest."""
@@ -152,6 +153,16 @@ def create_server(searcher: Searcher) -> MCPServer:
     @app.tool(annotations=READ_ONLY)
     async def search_docs(
         query: Annotated[str, Field(min_length=1, description="What to look for: a question, words or names.")],
+        queries: Annotated[
+            list[str] | None,
+            Field(
+                max_length=MAX_REWORDINGS,
+                description="Optional: up to 4 rewordings of the same need in other words, e.g. the terms the "
+                'documentation would likely use ("swap residue" for "turn a lysine into an alanine"), or '
+                "a likely command or API name. Each is searched like `query` and the rankings are fused. Worth it "
+                "for questions in plain words, especially when a first search missed; not needed for exact names.",
+            ),
+        ] = None,
         category: Annotated[
             str | None,
             Field(description="Only this category, e.g. commands, tools, tutorials (list_sources shows them)."),
@@ -183,7 +194,9 @@ def create_server(searcher: Searcher) -> MCPServer:
                 sources=(source,) if source else (),
                 versions=(version,) if version else (),
             )
-            result = searcher.search(query, limit=limit, offset=offset, mode=mode, filters=filters)
+            result = searcher.search(
+                query, limit=limit, offset=offset, mode=mode, filters=filters, rewordings=queries or ()
+            )
 
             def document_text(chunk: Chunk) -> str:  # called only for results whose content is shown
                 return results.join_chunks(store.get_document(chunk.path, chunk.source, chunk.version))

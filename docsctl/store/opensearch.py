@@ -412,26 +412,26 @@ class OpenSearchStore:
         return {hit["_id"]: Hit(_from_source(hit["_source"]), 0.0, _highlights(hit)) for hit in hits}
 
     def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:
-        """How bm25(text) scores one chunk, from the `_explain` API: its score and the fields (with the
-        analyzed terms) that matched."""
+        """How bm25(text) scores one chunk, from the `_explain` API: its score, and the fields (with the analyzed
+        terms) that matched, from a second explanation field by field (q.fields_query)."""
         self._require_index()
         if not q.clean_query_text(text):
             self.get_chunk(chunk_id)
             return {"chunk_id": chunk_id, "score": 0.0, "matched": False, "fields": {}}
         with self._errors():
             try:
-                response = self.client.explain(index=self.alias, id=chunk_id, body={"query": q.text_query(text)})
+                scored = self.client.explain(index=self.alias, id=chunk_id, body={"query": q.text_query(text)})
+                by_field = self.client.explain(index=self.alias, id=chunk_id, body={"query": q.fields_query(text)})
             except os_errors.NotFoundError as exc:
                 if "index_not_found" in str(exc.error):
                     raise
                 raise NotFoundError(f"no chunk with id {chunk_id!r}") from None
-        explanation = response.get("explanation") or {}
-        matched = bool(response.get("matched"))
+        matched = bool(scored.get("matched"))
         return {
             "chunk_id": chunk_id,
-            "score": float(explanation.get("value", 0.0)) if matched else 0.0,
+            "score": float((scored.get("explanation") or {}).get("value", 0.0)) if matched else 0.0,
             "matched": matched,
-            "fields": matched_fields(explanation) if matched else {},
+            "fields": matched_fields(by_field.get("explanation") or {}) if matched else {},
         }
 
     def _require_index(self) -> None:
