@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from docsctl.cli.app import app
 from docsctl.errors import NotFoundError
+from docsctl.indexer.pipeline import SKIPPED_REMEMBERED
 from docsctl.server.explain import explain
 from docsctl.server.search import Searcher, collapse_by_document
 
@@ -73,6 +74,8 @@ def test_stats_reports_counts_size_build_and_last_reindex(chimerax_index):
     assert last["origin"] == str(chimerax_index.root)
     assert last["last_indexed"] and last["versions"][""]["last_indexed"] == last["last_indexed"]
     assert (last["files"], last["skipped"]) == (summary.files_seen, len(summary.skipped))
+    remembered = [(entry["path"], entry["reason"]) for entry in last["versions"][""]["skipped_files"]]
+    assert remembered == summary.skipped[:SKIPPED_REMEMBERED]  # which files were skipped, and why
 
 
 def test_stats_prints_a_table_per_source_and_category(chimerax_index):
