@@ -26,6 +26,7 @@ from docsctl.errors import ExtractError
 from docsctl.indexer.chunking import chunk_sections
 from docsctl.indexer.extract import extract_file
 from docsctl.indexer.lock import reindex_lock
+from docsctl.indexer.site import CrawlProgress, crawl_target, previous_pages
 from docsctl.indexer.sources import UNSUPPORTED, SourceTarget, walk_source
 from docsctl.models import Chunk, ExtractedDoc, IndexMeta, SourceDoc
 from docsctl.store.base import SourceVersion, Store, StoreWriter, is_replaced
@@ -51,6 +52,7 @@ class ReindexSummary:
     chunks_written: int = 0
     chunks_embedded: int = 0
     chunks_carried: int = 0  # chunks of other sources kept through a rebuild
+    crawls: dict[str, dict[str, Any]] = field(default_factory=dict)  # per site source: CrawlStats.to_dict()
     write_failures: list[tuple[str, str]] = field(default_factory=list)
     rebuilt: bool = False
     rebuild_reason: str = ""
@@ -103,7 +105,7 @@ def build_chunks(doc: SourceDoc, extracted: ExtractedDoc, doc_hash: str) -> list
     """The chunks of one extracted document, with ids that change when the document changes."""
     doc_id = doc_id_for(doc.source, doc.version, doc.path)
     stem = Path(doc.path).stem.lower()
-    names = list(dict.fromkeys([*(name.lower() for name in extracted.names), stem]))
+    names = list(dict.fromkeys([*(name.lower() for name in (*extracted.names, *doc.names)), stem]))
     chunks = []
     for index, piece in enumerate(chunk_sections(extracted)):
         chunk_id = hashlib.blake2b(f"{doc_id}\0{doc_hash}\0{index}".encode(), digest_size=10).hexdigest()
@@ -334,6 +336,8 @@ def source_state(
         "skipped": len(skipped),
         "skipped_files": [{"path": path, "reason": reason} for path, reason in skipped[:SKIPPED_REMEMBERED]],
     }
+    if target.crawl_state is not None:
+        indexed["pages"] = target.crawl_state  # per URL: ETag, Last-Modified, hash, last fetch (a site)
     return {
         **previous,
         "origin": target.origin or str(target.root),
@@ -352,8 +356,13 @@ def reindex(
     full: bool = False,
     cache: EmbeddingCache | None = None,
     progress: ProgressCallback | None = None,
+    crawl_progress: CrawlProgress | None = None,
 ) -> ReindexSummary:
-    """Bring the index up to date with `targets`; other sources in the index are kept as they are."""
+    """Bring the index up to date with `targets`; other sources in the index are kept as they are.
+
+    Site targets are crawled first, each just before it is indexed; with `full` every page is fetched
+    again, else the last crawl's ETags and dates make the requests conditional.
+    """
     started = time.perf_counter()
     names = [target.name for target in targets]
     summary = ReindexSummary(sources=names)
@@ -381,6 +390,10 @@ def reindex(
             states = store.source_states() if live is not None else {}
             for target in targets:
                 seen_before, skipped_before = summary.files_seen, len(summary.skipped)
+                if target.site is not None:
+                    previous = {} if full else previous_pages(states.get(target.name, {}), target.version)
+                    target, crawled = crawl_target(target, previous, crawl_progress)
+                    summary.crawls[target.name] = crawled.stats.to_dict()
                 _index_source(run, store, target, bool(reason), progress)
                 state = source_state(
                     states.get(target.name, {}),

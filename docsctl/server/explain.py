@@ -48,7 +48,7 @@ def last_reindex(state: dict[str, Any]) -> dict[str, Any] | None:
     by that run (the versions indexed at that time), plus every version as recorded."""
     if not state:
         return None
-    versions = {version: dict(entry) for version, entry in (state.get("versions") or {}).items()}
+    versions = {version: _shown(entry) for version, entry in (state.get("versions") or {}).items()}
     last = state.get("last_indexed")
     run = [entry for entry in versions.values() if entry.get("last_indexed") == last]
     return {
@@ -59,6 +59,14 @@ def last_reindex(state: dict[str, Any]) -> dict[str, Any] | None:
         "skipped": sum(int(entry.get("skipped") or 0) for entry in run),
         "versions": versions,
     }
+
+
+def _shown(entry: dict[str, Any]) -> dict[str, Any]:
+    """A version's recorded state as stats show it: a crawled site's per-URL state as a count of pages."""
+    shown = {key: value for key, value in entry.items() if key != "pages"}
+    if isinstance(entry.get("pages"), dict):
+        shown["crawled_pages"] = len(entry["pages"])
+    return shown
 
 
 def index_stats(store: Store) -> dict[str, Any]:
