@@ -53,8 +53,8 @@ class SourceConfig:
     """A documentation source declared in docsctl.toml."""
 
     name: str
-    path: str  # a folder, or for git a repository URL or local repository path
-    kind: str = "dir"  # dir | git
+    path: str  # a folder; for git a repository URL or local repository path; for site the start URL
+    kind: str = "dir"  # dir | git | site
     refs: tuple[str, ...] = ()  # git: branches, tags or commits; several refs index several versions
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -62,6 +62,50 @@ class SourceConfig:
     base_url: str | None = None
     version: str = ""  # the version label; git sources with several refs are labelled by ref
     version_from_ref: bool = False
+    site: SiteSettings | None = None  # kind = "site": how to crawl it
+
+
+@dataclass(frozen=True)
+class SiteSettings:
+    """How a website source is crawled; `include`/`exclude` of its SourceConfig are URL path globs."""
+
+    max_pages: int = 10_000
+    max_depth: int = 10
+    requests_per_second: float = 2.0  # per host; a slower robots.txt Crawl-delay wins
+    concurrency: int = 4  # requests in flight per host
+    timeout_seconds: float = 30.0
+    max_page_mb: float = 10.0
+    retries: int = 3  # after the first attempt, on 429, 5xx, timeouts and connection errors
+    backoff_seconds: float = 1.0  # the first retry's wait, doubled for each further one (Retry-After wins)
+    max_retry_after_seconds: float = 120.0  # a server asking for a longer wait has the page skipped
+
+
+SITE_KEYS = {
+    "max_pages": int,
+    "max_depth": int,
+    "requests_per_second": float,
+    "concurrency": int,
+    "timeout_seconds": float,
+    "max_page_mb": float,
+    "retries": int,
+    "backoff_seconds": float,
+    "max_retry_after_seconds": float,
+}
+
+
+def site_settings(entry: dict[str, Any], where: str) -> SiteSettings:
+    """The crawl settings of one [[source]] table of kind "site"; ConfigError on a bad value."""
+    values: dict[str, Any] = {}
+    for key, kind in SITE_KEYS.items():
+        if key not in entry:
+            continue
+        raw = entry[key]
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or (kind is int and not isinstance(raw, int)):
+            raise ConfigError(f"{where}: {key} must be a{'n integer' if kind is int else ' number'}, not {raw!r}")
+        if raw < 0 or (raw == 0 and key not in {"retries", "backoff_seconds"}):
+            raise ConfigError(f"{where}: {key} must be positive, not {raw!r}")
+        values[key] = kind(raw)
+    return SiteSettings(**values)
 
 
 @dataclass(frozen=True)
@@ -147,16 +191,27 @@ def _parse_sources(raw: Any, origin: Path) -> tuple[SourceConfig, ...]:
         raise ConfigError(f"{origin}: [[source]] must be an array of tables")
     sources = []
     for entry in raw:
-        if not isinstance(entry, dict) or "name" not in entry or "path" not in entry:
-            raise ConfigError(f"{origin}: every [[source]] needs a name and a path")
+        kind = str(entry.get("kind", "dir")) if isinstance(entry, dict) else ""
+        where = "path" if kind != "site" else "url"
+        if not isinstance(entry, dict) or "name" not in entry or where not in entry:
+            raise ConfigError(f"{origin}: every [[source]] needs a name and a path (a url for kind 'site')")
         rules = tuple((str(glob), str(cat)) for glob, cat in dict(entry.get("categories", {})).items())
-        kind = str(entry.get("kind", "dir"))
-        if kind not in {"dir", "git"}:
-            raise ConfigError(f"{origin}: source {entry['name']!r} has kind {kind!r}; use 'dir' or 'git'")
-        path = str(entry["path"])
-        is_url = "://" in path or "@" in path.split("/")[0]
-        if not is_url and not Path(path).expanduser().is_absolute():
-            path = str((origin.parent / path).resolve())
+        if kind not in {"dir", "git", "site"}:
+            raise ConfigError(f"{origin}: source {entry['name']!r} has kind {kind!r}; use 'dir', 'git' or 'site'")
+        site = None
+        if kind == "site":
+            path = str(entry["url"])
+            if not path.startswith(("http://", "https://")):
+                raise ConfigError(f"{origin}: source {entry['name']!r}: url must start with http:// or https://")
+            site = site_settings(entry, f"{origin}: source {entry['name']!r}")
+        else:
+            unexpected = sorted(key for key in (*SITE_KEYS, "url") if key in entry)
+            if unexpected:
+                raise ConfigError(f"{origin}: source {entry['name']!r}: {', '.join(unexpected)} is for kind 'site'")
+            path = str(entry["path"])
+            is_url = "://" in path or "@" in path.split("/")[0]
+            if not is_url and not Path(path).expanduser().is_absolute():
+                path = str((origin.parent / path).resolve())
         raw_refs = entry.get("ref", entry.get("refs", ()))
         refs = (raw_refs,) if isinstance(raw_refs, str) else tuple(str(ref) for ref in raw_refs)
         if refs and kind != "git":
@@ -173,6 +228,7 @@ def _parse_sources(raw: Any, origin: Path) -> tuple[SourceConfig, ...]:
                 base_url=entry.get("base_url"),
                 version=str(entry.get("version", "")),
                 version_from_ref=bool(entry.get("version_from_ref", len(refs) > 1)),
+                site=site,
             )
         )
     names = [source.name for source in sources]

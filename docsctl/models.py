@@ -45,6 +45,7 @@ class SourceDoc:
     category: str
     version: str = ""
     url: str | None = None
+    names: tuple[str, ...] = ()  # names the source says the file documents (a site's objects.inv)
 
 
 @dataclass

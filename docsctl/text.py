@@ -3,8 +3,9 @@
 `code_terms` is the Python twin of the `code_index` analyzer in mappings/chunks.json: the same
 `code_tokens` split, then every token emitted whole and by its parts (word_delimiter_graph with
 `preserve_original`), lowercased. The SQLite backend indexes `code_text` (the identifiers only) and
-searches it with `code_query_terms`; OpenSearch may use them query-side (e.g. to explain a match).
-`prose_terms` is what a user's words become for the prose fields: words, lowercased, English stop
+highlights with `code_query_terms`; OpenSearch may use them query-side (e.g. to explain a match).
+`identifier_terms` is the part of a query that goes to the code-aware index (its identifiers, whole and by
+parts); `prose_terms` is what a user's words become for the prose fields: words, lowercased, English stop
 words dropped (the stemming is left to the backend).
 """
 
@@ -127,6 +128,18 @@ def _unique(terms: list[str], limit: int) -> list[str]:
 def code_query_terms(text: str, limit: int = MAX_QUERY_TERMS) -> list[str]:
     """The distinct code terms of a user's query, stop words dropped, at most `limit`."""
     return _unique([term for term in code_terms(text) if term not in STOP_WORDS], limit)
+
+
+def identifier_tokens(text: str, limit: int = MAX_QUERY_TERMS) -> list[str]:
+    """The tokens of `text` that have parts (`add_filter`, `pn.state.onload`, `SelectEditor`, `--flag`), as
+    written: what a query asks of the code-aware fields. Plain words are left to the prose fields."""
+    tokens = (trim_token(token) for token in _CODE_SPLIT.split(text) if len(code_token_terms(token)) > 1)
+    return _unique([token for token in tokens if token], limit)
+
+
+def identifier_terms(text: str, limit: int = MAX_QUERY_TERMS) -> list[str]:
+    """The code terms of `text`'s identifiers (identifier_tokens), each whole and by its parts, distinct."""
+    return _unique([term for token in identifier_tokens(text) for term in code_token_terms(token)], limit)
 
 
 def prose_terms(text: str, limit: int = MAX_QUERY_TERMS) -> list[str]:

@@ -21,10 +21,13 @@ KINDS = {"howto", "identifier", "name", "concept"}
 TABULATOR = "panel/examples/reference/widgets/Tabulator.ipynb"
 
 # Floors for the dev set on OpenSearch, below the measured values (bench/README.md, "Search quality":
-# hybrid MRR@10 0.890, Recall@5 0.915) by a margin for the approximate k-NN graph; the untuned hybrid
-# (RRF over chunks, equal weights) measured 0.818 / 0.827, so a run below these lost the tuning.
+# hybrid MRR@10 0.909, Recall@5 0.890) by a margin for the approximate k-NN graph; the naive baseline
+# (bench/naive_baseline.py: RRF of 1,000-character windows) measures 0.830 / 0.818.
 HYBRID_MRR_FLOOR = 0.87
-HYBRID_RECALL5_FLOOR = 0.89
+HYBRID_RECALL5_FLOOR = 0.86
+# BM25 alone must hold the naive baseline's BM25 (rank_bm25 over windows: 0.781 / 0.796); it measures 0.808 /
+# 0.807. BM25 is exact, so no margin: a run below this scores questions in plain words worse than plain BM25.
+NAIVE_BM25 = {"MRR@10": 0.781, "Recall@5": 0.796}
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +56,27 @@ def test_hybrid_is_above_the_floors(dev_report: EvalReport):
     assert hybrid["Recall@5"] >= HYBRID_RECALL5_FLOOR
 
 
+def test_bm25_alone_holds_the_naive_bm25(dev_report: EvalReport):
+    bm25 = dev_report.modes["bm25"].overall.means
+    for metric, floor in NAIVE_BM25.items():
+        assert bm25[metric] >= floor, metric
+
+
 def test_hybrid_beats_each_retriever_alone(dev_report: EvalReport):
     means = {mode: report.overall.means for mode, report in dev_report.modes.items()}
     assert means["hybrid"]["MRR@10"] >= max(means["bm25"]["MRR@10"], means["knn"]["MRR@10"])
     assert means["hybrid"]["Recall@5"] >= max(means["bm25"]["Recall@5"], means["knn"]["Recall@5"])
 
 
-def test_hybrid_is_not_worse_than_either_retriever_on_any_kind(dev_report: EvalReport):
+def test_hybrid_ranks_first_answers_no_worse_than_either_retriever_on_any_kind(dev_report: EvalReport):
+    """MRR@10 per kind, within one query of the kind ranking its first answer 2nd instead of 1st. Recall@5 per
+    kind is not held: for howto, k-NN alone finds d021's second page and d029's page, which
+    weighing BM25 at half for questions costs; held-out questions need that weight (bench/README.md)."""
     modes = dev_report.modes
     for kind, hybrid in modes["hybrid"].by_kind.items():
-        slack = 0.5 / hybrid.count  # less than one query of the kind ranking its answer a place lower
-        for metric in ("MRR@10", "Recall@5"):
-            best_alone = max(modes["bm25"].by_kind[kind].means[metric], modes["knn"].by_kind[kind].means[metric])
-            assert hybrid.means[metric] >= best_alone - slack, (kind, metric)
+        slack = 0.5 / hybrid.count + 1e-9
+        best_alone = max(modes["bm25"].by_kind[kind].means["MRR@10"], modes["knn"].by_kind[kind].means["MRR@10"])
+        assert hybrid.means["MRR@10"] >= best_alone - slack, kind
 
 
 def _holoviz(eval_index, text: str, limit: int):

@@ -9,8 +9,8 @@ from docsctl.server.search import (
     collapse_by_document,
     fuse,
     fuse_documents,
+    fuse_rewordings,
     is_keyword_query,
-    mentioned_names,
     validate,
 )
 
@@ -159,34 +159,21 @@ def test_ranking_weighs_retrievers_by_kind_of_query():
     assert ranking.weights_for("keep widget values in the URL query string")["bm25"] == 0.1
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("How do I format Tabulator cells?", {"how do i format tabulator cells", "tabulator"}),
-        ("add_filter RangeSlider", {"add_filter rangeslider", "add_filter", "rangeslider"}),
-        ("what does hv.dim do", {"what does hv.dim do", "hv.dim"}),
-        ("Scatter", {"scatter"}),
-        ("smooth out a noisy map", {"smooth out a noisy map"}),  # no word reads as a name
-        ("", set()),
-    ],
-)
-def test_mentioned_names(text, expected):
-    assert mentioned_names(text) == expected
+def test_the_shipped_ranking_fuses_lookups_plainly_and_adds_page_meaning_for_questions():
+    ranking = Ranking()
+    assert ranking.weights_for("pn.state.onload") == {"bm25": 1.0, "knn": 1.0}
+    assert ranking.weights_for("how do I color the protein by chain") == {"bm25": 0.5, "knn": 1.0, "document": 0.5}
 
 
-def _named_hit(chunk_id: str, doc_id: str, names: list[str]) -> Hit:
-    hit = _hit(chunk_id, doc_id)
-    hit.chunk.names = names
-    return hit
+def test_rewordings_fuse_by_document_and_keep_each_documents_best_hit():
+    first = [_hit("a1", "a"), _hit("b1", "b")]
+    second = [_hit("b2", "b"), _hit("c2", "c")]
+    fused = fuse_rewordings([first, second])
+    assert [hit.chunk.doc_id for hit in fused] == ["b", "a", "c"]  # b is found by both phrasings
+    assert fused[0].chunk.chunk_id == "b2"  # shown by the phrasing that ranked it higher
+    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
 
 
-def test_a_document_of_a_mentioned_name_moves_up_a_little():
-    knn = [_named_hit("c1", "notes", ["releases"]), _named_hit("c2", "ref", ["tabulator"])]
-    weights = {"bm25": 0.1, "knn": 1.0, "name": 0.05}
-    assert [h.chunk.doc_id for h in fuse_documents([], knn, weights)] == ["notes", "ref"]
-    fused = fuse_documents([], knn, weights, mentioned={"tabulator"})
-    assert [h.chunk.doc_id for h in fused] == ["ref", "notes"]
-    assert fused[0].ranks == {"knn": 2, "name": 1}
-    # ... but only among close ones: from fifth place it stays below the first.
-    far = [_named_hit(f"x{i}", f"d{i}", []) for i in range(4)] + [_named_hit("c2", "ref", ["tabulator"])]
-    assert fuse_documents([], far, weights, mentioned={"tabulator"})[0].chunk.doc_id == "d0"
+def test_rewordings_fuse_by_chunk_when_not_collapsing():
+    fused = fuse_rewordings([[_hit("x", "d"), _hit("y", "d")], [_hit("y", "d")]], per_document=False)
+    assert [hit.chunk.chunk_id for hit in fused] == ["y", "x"]

@@ -141,7 +141,8 @@ def test_tools_declare_their_inputs_and_outputs(docs_server):
     assert props["mode"]["enum"] == ["hybrid", "bm25", "knn"] and props["mode"]["default"] == "hybrid"
     assert props["content"]["enum"] == ["chunk", "document", "none"] and props["content"]["default"] == "chunk"
     assert props["max_chars"]["default"] == 12000 and props["max_chars"]["minimum"] >= 500
-    assert {"category", "source", "version"} <= set(props)
+    assert {"category", "source", "version", "queries"} <= set(props)
+    assert props["queries"]["anyOf"][0]["maxItems"] == 4
     assert {"results", "total", "took_ms", "next_offset"} <= set(tools["search_docs"].output_schema["properties"])
     assert tools["lookup"].input_schema["required"] == ["name"]
     assert tools["get_chunk"].input_schema["required"] == ["chunk_id"]
@@ -173,6 +174,14 @@ def test_search_answers_a_howto_with_everything_a_result_needs(docs_server):
     best = next(hit for hit in answer["results"] if hit["path"] == COLOR_PAGE)
     assert "#" in best["url"], "the URL points at the section"
     assert COLOR_PAGE in text_of(result)
+
+
+def test_search_fuses_the_assistants_rewordings(docs_server):
+    arguments = {"query": "turn a lysine into an alanine", "queries": ["swap amino acid residue"], "content": "none"}
+    answer = ok(docs_server.call("search_docs", arguments))
+    assert "user/commands/swapaa.html" in [hit["path"] for hit in answer["results"]][:3]
+    too_many = docs_server.call("search_docs", {"query": "x", "queries": ["a", "b", "c", "d", "e"]})
+    assert too_many.is_error
 
 
 def test_search_by_category_returns_only_that_category(docs_server):

@@ -36,8 +36,7 @@ def test_name_boost_uses_lowercase_text():
 
 def test_every_queried_field_exists_in_the_mapping():
     properties = load_index_definition()["mappings"]["properties"]
-    for spec in q.PROSE_FIELDS + q.CODE_FIELDS:
-        field = spec.split("^")[0]
+    for field in q.TEXT_FIELDS + q.CODE_FIELDS:
         top, _, sub = field.partition(".")
         assert top in properties, field
         if sub:
@@ -49,22 +48,41 @@ def test_mapping_uses_lucene_hnsw_cosine():
     assert (method["engine"], method["name"], method["space_type"]) == ("lucene", "hnsw", "cosinesimil")
 
 
-def test_a_chunk_with_every_query_term_gets_a_boost():
-    should = q.text_query("add_filter RangeSlider")["bool"]["should"]
-    every = [c["multi_match"] for c in should if c.get("multi_match", {}).get("operator") == "and"]
-    assert every == [
-        {
-            "query": "add_filter RangeSlider",
-            "fields": q.ALL_TERMS_FIELDS,
-            "type": "cross_fields",
-            "operator": "and",
-            "boost": q.ALL_TERMS_BOOST,
-        }
+def test_each_combined_fields_clause_searches_fields_of_one_analyzer():
+    """combined_fields (BM25F) needs one search analyzer over its fields: prose for the text, code for identifiers."""
+    analysis = load_index_definition()["mappings"]["properties"]
+    for fields, analyzer in ((q.TEXT_FIELDS, "prose"), (q.CODE_FIELDS, "code_search")):
+        for field in fields:
+            top, _, sub = field.partition(".")
+            spec = analysis[top]["fields"][sub] if sub else analysis[top]
+            assert spec.get("search_analyzer", spec["analyzer"]) == analyzer, field
+
+
+@pytest.mark.parametrize(
+    ("text", "identifiers"),
+    [
+        ("how do I color the protein by chain?", None),  # plain words: the text fields only
+        ("add_filter RangeSlider", "add_filter RangeSlider"),
+        ("what does hv.dim do?", "hv.dim"),
+        ("Tabulator", None),
+    ],
+)
+def test_bm25_scores_the_chunk_text_as_one_field_and_identifiers_in_the_code_fields(text, identifiers):
+    should = q.text_query(text)["bool"]["should"]
+    clean = q.clean_query_text(text)
+    assert should[0] == {"combined_fields": {"query": clean, "fields": q.TEXT_FIELDS}}
+    code = [
+        c["combined_fields"]["query"] for c in should if c.get("combined_fields", {}).get("fields") == q.CODE_FIELDS
     ]
-    properties = load_index_definition()["mappings"]["properties"]
-    for field in q.ALL_TERMS_FIELDS:  # cross_fields needs one analyzer: all code subfields
-        top, _, sub = field.partition(".")
-        assert properties[top]["fields"][sub]["search_analyzer"] == "code_search", field
+    assert code == ([identifiers] if identifiers else [])
+    assert should[-1] == {"term": {"name": {"value": clean.lower(), "boost": q.NAME_BOOST}}}
+
+
+def test_bm25_is_one_request_with_the_filters_beside_the_query():
+    body = q.bm25_body("How do I format Tabulator cells?", 50, Filters(sources=("holoviz",)))
+    assert body["query"]["bool"]["must"] == [q.text_query("How do I format Tabulator cells?")]
+    assert body["query"]["bool"]["filter"] == [{"terms": {"source": ["holoviz"]}}]
+    assert body["size"] == 50 and "rescore" not in body
 
 
 def test_document_knn_searches_the_document_vectors_with_the_filters_inside():
@@ -92,53 +110,6 @@ def test_brief_candidates_read_doc_values_instead_of_the_stored_chunk():
         assert body["_source"] == q.SOURCE_EXCLUDES and "docvalue_fields" not in body and "stored_fields" not in body
 
 
-def test_bm25_candidates_are_rescored_by_the_full_query():
-    body = q.bm25_body("How do I format Tabulator cells?", 50, Filters(sources=("holoviz",)))
-    assert body["query"]["bool"]["must"] == [q.candidate_query("How do I format Tabulator cells?")]
-    assert body["query"]["bool"]["filter"] == [{"terms": {"source": ["holoviz"]}}]
-    rescore = body["rescore"]["query"]
-    assert rescore["rescore_query"] == q.text_query("How do I format Tabulator cells?")
-    assert (rescore["query_weight"], rescore["rescore_query_weight"]) == (0.0, 1.0)  # hits carry its score
-
-
-def test_bm25_without_candidate_fields_is_the_full_query_alone():
-    body = q.bm25_body("color", 50, two_phase=False)
-    assert body["query"]["bool"]["must"] == [q.text_query("color")] and "rescore" not in body
-
-
-def _queried_fields(query: object) -> set[str]:
-    """Every field a query body searches, boosts stripped."""
-    if isinstance(query, list):
-        return set().union(*map(_queried_fields, query)) if query else set()
-    if not isinstance(query, dict):
-        return set()
-    found: set[str] = set()
-    for key, value in query.items():
-        if key == "multi_match":
-            found.update(spec.split("^")[0] for spec in value["fields"])
-        elif key in ("term", "match"):
-            found.update(value)
-        else:
-            found |= _queried_fields(value)
-    return found
-
-
-def test_the_first_phase_searches_the_same_fields_as_a_prunable_sum():
-    """It must match every chunk the full query matches (the same fields, nothing less), and be a plain sum,
-    which Lucene can prune (best_fields' tie breaker cannot be)."""
-    candidate = q.candidate_query("add_filter RangeSlider")
-    expected = {spec.split("^")[0] for spec in q.PROSE_FIELDS + q.CODE_FIELDS} | {"name"}
-    assert _queried_fields(candidate) == _queried_fields(q.text_query("add_filter RangeSlider")) == expected
-    kinds = [clause["multi_match"]["type"] for clause in candidate["bool"]["should"] if "multi_match" in clause]
-    assert kinds == ["most_fields", "most_fields"]
-    assert {"term": {"name": {"value": "add_filter rangeslider", "boost": q.NAME_BOOST}}} in candidate["bool"]["should"]
-
-
-@pytest.mark.parametrize("k", [5, 50, q.RESCORE_WINDOW, 4 * q.RESCORE_WINDOW])
-def test_the_rescore_window_holds_every_hit_asked_for(k):
-    assert q.bm25_body("color", k)["rescore"]["window_size"] == max(k, q.RESCORE_WINDOW) >= k
-
-
 def test_the_page_fetches_its_chunks_by_id_and_gives_the_words_to_the_highlighter_only():
     body = q.page_body("How do I format Tabulator cells?", ["a", "b"])
     assert body["query"] == {"ids": {"values": ["a", "b"]}} and body["size"] == 2
@@ -146,26 +117,6 @@ def test_the_page_fetches_its_chunks_by_id_and_gives_the_words_to_the_highlighte
     assert body["highlight"]["highlight_query"]["multi_match"]["query"] == "How do I format Tabulator cells?"
     assert "highlight_query" not in q.page_body("   ", ["a"])["highlight"]  # nothing to mark: opening fragments
     assert "highlight_query" not in q.HIGHLIGHT  # the shared settings are not altered
-
-
-@pytest.mark.parametrize(
-    ("text", "code"),
-    [
-        ("how do I color the protein by chain?", "how do I color protein chain?"),
-        ("To be, or not", ""),
-        ("is_visible in the Panel", "is_visible Panel"),
-        ("pn.state.onload", "pn.state.onload"),
-    ],
-)
-def test_candidates_are_found_in_the_code_fields_without_stop_words(text, code):
-    """The first phase searches the code fields without stop words; the rescoring query with the whole text."""
-    assert q.code_query_text(text) == code
-    for query, expected in ((q.candidate_query(text), [code] if code else []), (q.text_query(text), [text])):
-        should = query["bool"]["should"]
-        code_clauses = [c for c in should if c.get("multi_match", {}).get("fields") == q.CODE_FIELDS]
-        assert [c["multi_match"]["query"] for c in code_clauses] == expected
-        prose_clauses = [c for c in should if c.get("multi_match", {}).get("fields") == q.PROSE_FIELDS]
-        assert [c["multi_match"]["query"] for c in prose_clauses] == [text]  # the prose analyzer drops them
 
 
 def test_a_rebuild_copies_everything_but_the_replaced_versions():

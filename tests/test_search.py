@@ -113,6 +113,17 @@ def test_identifier_parts_match(searcher):
     assert any(hit.chunk.path == whole.hits[0].chunk.path for hit in parts.hits)
 
 
+def test_rewordings_in_the_documentations_words_are_fused_with_the_question(searcher):
+    question = "turn a lysine in my structure into an alanine"  # the page says "swap amino acid", "rotamers"
+    alone = searcher.search(question, limit=10)
+    reworded = searcher.search(question, limit=10, rewordings=["swap amino acid residue", "mutate residue rotamers"])
+    assert "user/commands/swapaa.html" in paths(reworded)[:3]
+    assert paths(reworded)[:3] != paths(alone)[:3]
+    assert reworded.query == question and all(hit.highlights for hit in reworded.hits)
+    with pytest.raises(ConfigError, match="at most 4 rewordings"):
+        searcher.search(question, rewordings=["a", "b", "c", "d", "e"])
+
+
 def test_lookup_finds_commands_by_every_name_they_document(chimerax_index):
     for name in ("color", "Rainbow", "COLOR"):
         chunks = chimerax_index.store.lookup(name)

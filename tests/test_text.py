@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from docsctl.text import case_parts, code_query_terms, code_terms, code_text, prose_terms, trim_token
+from docsctl.text import (
+    case_parts,
+    code_query_terms,
+    code_terms,
+    code_text,
+    identifier_terms,
+    identifier_tokens,
+    prose_terms,
+    trim_token,
+)
 
 
 @pytest.mark.parametrize(
@@ -101,3 +110,24 @@ def test_query_terms_are_bounded():
     text = " ".join(f"word{i}" for i in range(5000))
     assert len(prose_terms(text)) == 64
     assert len(code_query_terms(text)) == 64
+
+
+@pytest.mark.parametrize(
+    ("query", "tokens", "terms"),
+    [
+        ("how do I color the protein by chain?", [], []),
+        ("Tabulator", [], []),  # a capitalized word is a word
+        (
+            "add_filter RangeSlider",
+            ["add_filter", "RangeSlider"],
+            ["add_filter", "add", "filter", "rangeslider", "range", "slider"],
+        ),
+        ("what does hv.dim do?", ["hv.dim"], ["hv.dim", "hv", "dim"]),
+        ("set --transparency 50", ["--transparency"], ["--transparency", "transparency"]),
+        ("pn.bind pn.bind", ["pn.bind"], ["pn.bind", "pn", "bind"]),
+    ],
+)
+def test_identifiers_of_a_query(query, tokens, terms):
+    """What a query asks of the code-aware index: only its tokens with parts, whole and by their parts."""
+    assert identifier_tokens(query) == tokens
+    assert identifier_terms(query) == terms

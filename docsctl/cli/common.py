@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -16,6 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from docsctl.config import Settings, load_settings
 from docsctl.errors import DocsctlError
+
+if TYPE_CHECKING:
+    from docsctl.indexer.site import CrawlStats
 
 err_console = Console(stderr=True)
 
@@ -36,9 +39,30 @@ def user_errors() -> Iterator[None]:
         fail("interrupted", 130)
 
 
+class ProgressBars:
+    """Called as `(what, done, total)`, draws one bar per `what`; `crawled(source, stats)` draws a crawl's."""
+
+    def __init__(self, progress: Progress, label: Callable[[str], str]) -> None:
+        self._progress, self._label = progress, label
+        self._tasks: dict[str, Any] = {}
+
+    def __call__(self, what: str, done: int, total: int, description: str | None = None) -> None:
+        if what not in self._tasks:
+            self._tasks[what] = self._progress.add_task(description or self._label(what), total=total)
+        self._progress.update(self._tasks[what], completed=done, total=total, description=description)
+
+    def crawled(self, source: str, stats: CrawlStats) -> None:
+        done = stats.fetched + stats.not_modified + stats.skipped + stats.gone + stats.duplicates
+        description = (
+            f"crawling {source}: {stats.fetched + stats.not_modified} fetched, {stats.queued} queued, "
+            f"{stats.skipped} skipped, {stats.pages_per_second:.1f}/s"
+        )
+        self(f"crawl {source}", done, done + stats.queued, description)
+
+
 @contextmanager
-def progress_bars(quiet: bool, label: Callable[[str], str] = str) -> Iterator[Callable[[str, int, int], None]]:
-    """A callback `(what, done, total)` drawing one bar per `what` on stderr; nothing when quiet or not a terminal."""
+def progress_bars(quiet: bool, label: Callable[[str], str] = str) -> Iterator[ProgressBars]:
+    """Bars on stderr (see ProgressBars); nothing when quiet or not a terminal."""
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -48,15 +72,8 @@ def progress_bars(quiet: bool, label: Callable[[str], str] = str) -> Iterator[Ca
         transient=True,
         disable=quiet or not err_console.is_terminal,
     )
-    tasks: dict[str, Any] = {}
-
-    def advance(what: str, done: int, total: int) -> None:
-        if what not in tasks:
-            tasks[what] = progress.add_task(label(what), total=total)
-        progress.update(tasks[what], completed=done, total=total)
-
     with progress:
-        yield advance
+        yield ProgressBars(progress, label)
 
 
 def print_json(data: Any) -> None:

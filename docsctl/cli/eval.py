@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from docsctl.cli.common import (
     settings_from,
     user_errors,
 )
+
+if TYPE_CHECKING:
+    from docsctl.evaluation.run import EvalReport
 
 console = Console(highlight=False)
 
@@ -42,7 +45,7 @@ LEGEND = (
 def _metrics_table(title: str, rows: list[tuple[str, str, int, dict[str, float]]]) -> Table:
     table = Table(title=title, title_justify="left", caption=LEGEND, caption_justify="left", show_edge=False)
     table.add_column("mode")
-    table.add_column("kind", no_wrap=True)
+    table.add_column("corpus / kind", no_wrap=True)
     table.add_column("n", justify="right")
     for _, header in SHOWN:
         table.add_column(header, justify="right")
@@ -108,13 +111,19 @@ def eval_command(
     if as_json:
         print_json(report.to_dict())
         return
+    print_report(report, f"{len(judged)} queries · {settings.backend_name} · document level")
+
+
+def print_report(report: EvalReport, title: str) -> None:
+    """The metrics table (every mode overall, per corpus, per kind) and each mode's misses."""
     rows = []
     for name, mode_report in report.modes.items():
         rows.append((name, "all", mode_report.overall.count, mode_report.overall.means))
-    for name, mode_report in report.modes.items():
-        for kind, summary in mode_report.by_kind.items():
-            rows.append((name, kind, summary.count, summary.means))
-    console.print(_metrics_table(f"{len(judged)} queries · {settings.backend_name} · document level", rows))
+    for group in ("by_corpus", "by_kind"):
+        for name, mode_report in report.modes.items():
+            for label, summary in getattr(mode_report, group).items():
+                rows.append((name, label, summary.count, summary.means))
+    console.print(_metrics_table(title, rows))
     for name, mode_report in report.modes.items():
         misses = mode_report.misses
         console.print(f"\n[bold]{name}[/]: {len(misses)} queries with no relevant document in the top 5")

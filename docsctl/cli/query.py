@@ -40,6 +40,10 @@ def _location(hit: Hit) -> str:
 def query(
     text: Annotated[str, typer.Argument(help="What to look for, in plain words or exact names.")],
     *,
+    also: Annotated[
+        list[str] | None,
+        typer.Option("--also", help="Another wording of the same question (repeatable, up to 4): rankings are fused."),
+    ] = None,
     category: Annotated[list[str] | None, typer.Option("--category", help="Only this category (repeatable).")] = None,
     source: Annotated[list[str] | None, typer.Option("--source", "-s", help="Only this source (repeatable).")] = None,
     version: Annotated[list[str] | None, typer.Option("--version", help="Only this version label.")] = None,
@@ -58,6 +62,7 @@ def query(
     """Search the index: the best section of each matching document, with highlights.
 
     Example: docsctl query "how to color protein by chain" --category commands
+    Example: docsctl query "turn a lysine into an alanine" --also "swap amino acid residue"
     """
     with user_errors():
         settings = settings_from(config, opensearch_url, backend, data_dir)
@@ -67,7 +72,9 @@ def query(
 
         searcher = Searcher(open_store(settings), embedder_for(settings))
         filters = Filters(tuple(category or ()), tuple(source or ()), tuple(version or ()))
-        result = searcher.search(text, limit=k, offset=offset, mode=mode, filters=filters, per_document=not all_chunks)
+        result = searcher.search(
+            text, limit=k, offset=offset, mode=mode, filters=filters, per_document=not all_chunks, rewordings=also or ()
+        )
     if as_json:
         print_json(result.to_dict())
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlsplit
 
 import typer
 from rich.markup import escape
@@ -21,25 +22,51 @@ from docsctl.cli.common import (
     settings_from,
     user_errors,
 )
-from docsctl.config import Settings
+from docsctl.config import Settings, SiteSettings
 from docsctl.errors import ConfigError
 from docsctl.indexer.git import Checkout, checkout
-from docsctl.indexer.sources import ResolvedSources, SourceTarget, parse_category_rule, resolve_sources
+from docsctl.indexer.site.urls import normalize_url
+from docsctl.indexer.sources import (
+    ResolvedSources,
+    SourceTarget,
+    parse_category_rule,
+    resolve_sources,
+    site_target,
+)
 
 if TYPE_CHECKING:
     from docsctl.indexer.pipeline import ReindexSummary  # imports the model stack; typing only
 
 
+def is_web_address(path: str) -> bool:
+    return path.startswith(("http://", "https://"))
+
+
+def name_for_site(url: str) -> str:
+    """A one-off site source is named after its host (and port, when it has one)."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}-{parts.port}" if parts.port else str(parts.hostname)
+
+
 def targets_for(
-    settings: Settings, paths: list[Path], names: list[str], rules: list[str], base_url: str | None, version: str
+    settings: Settings, paths: list[str], names: list[str], rules: list[str], base_url: str | None, version: str
 ) -> ResolvedSources:
-    """What to index: the folders given (named by --source or their folder name), else configured sources."""
+    """What to index: the folders or web addresses given (named by --source, else after the folder or
+    host), else configured sources."""
     category_rules = tuple(parse_category_rule(rule) for rule in rules)
     if paths:
         if names and len(names) != len(paths):
             raise ConfigError("give one --source name per PATH (or none, to name each source after its folder)")
         targets = []
-        for index, path in enumerate(paths):
+        for index, given in enumerate(paths):
+            if is_web_address(given):
+                if normalize_url(given) is None:
+                    raise ConfigError(f"not a web address: {given}")
+                name = names[index] if names else name_for_site(given)
+                labels = {"category_rules": category_rules, "version": version}
+                targets.append(site_target(name, given, SiteSettings(), settings.cache_dir, **labels))
+                continue
+            path = Path(given)
             root = path.expanduser().resolve()
             if not root.is_dir():
                 raise ConfigError(f"not a folder: {path}")
@@ -62,11 +89,21 @@ def targets_for(
     def git_checkout(name: str, url: str, ref: str | None) -> Checkout:
         return checkout(name, url, ref, settings.cache_dir)
 
-    return resolve_sources(chosen, git_checkout, extra_rules=category_rules, base_url=base_url, version=version)
+    return resolve_sources(
+        chosen,
+        git_checkout,
+        extra_rules=category_rules,
+        base_url=base_url,
+        version=version,
+        cache_dir=settings.cache_dir,
+    )
 
 
 def reindex(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Folders of documentation to index.")] = None,
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(help="Folders of documentation, or web addresses of sites to crawl, to index.", metavar="PATH"),
+    ] = None,
     *,
     source: Annotated[
         list[str] | None,
@@ -92,9 +129,10 @@ def reindex(
     backend: BackendOption = None,
     data_dir: DataDirOption = None,
 ) -> None:
-    """Index documentation folders; unchanged files are skipped, so re-running is cheap.
+    """Index documentation folders or websites; unchanged files and pages are skipped, so re-running is cheap.
 
     Example: docsctl reindex ./docs --source mydocs --category-rule 'api/*=reference'
+    (or docsctl reindex https://docs.example.org/guide/ for a site, crawled politely under that path)
     """
     with user_errors():
         settings = settings_from(config, opensearch_url, backend, data_dir)
@@ -113,13 +151,18 @@ def reindex(
         store = open_store(settings)
         embedder = embedder_for(settings)
         cache = EmbeddingCache(settings.embedding_cache_path, settings.model)
-        with progress_bars(as_json, lambda name: f"indexing {name}") as on_progress:
+        with progress_bars(as_json, lambda name: f"indexing {name}") as bars:
             summary = run_reindex(
-                store, embedder, targets, lock_path=settings.lock_path, full=full, cache=cache, progress=on_progress
-            )
+                store, embedder, targets, lock_path=settings.lock_path, full=full, cache=cache, progress=bars,
+                crawl_progress=bars.crawled,
+            )  # fmt: skip
         cache.close()
         embedder.prepare_queries()  # while torch is loaded (if anything was embedded), not in the first query
     failed_sources = [{"source": name, "reason": reason} for name, reason in resolved.failures]
+    for name, crawled in summary.crawls.items():
+        if not crawled["fetched"] + crawled["not_modified"]:  # not one page: the site, not a page, failed
+            reasons = [reason for path, reason in summary.skipped if path.startswith(f"{name}:")]
+            failed_sources.append({"source": name, "reason": reasons[0] if reasons else "no page could be fetched"})
     if as_json:
         print_json({"backend": store.backend, **summary.to_dict(), "failed_sources": failed_sources})
     else:
@@ -134,6 +177,14 @@ def _print_summary(backend: str, summary: ReindexSummary) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("sources", ", ".join(summary.sources))
     table.add_row("backend", backend + (f" (new index: {summary.rebuild_reason})" if summary.rebuilt else ""))
+    for source, crawled in summary.crawls.items():
+        table.add_row(
+            f"crawl {source}",
+            f"{crawled['fetched']} fetched, {crawled['not_modified']} unchanged, {crawled['gone']} gone, "
+            f"{crawled['disallowed']} disallowed by robots.txt, {crawled['duplicates']} duplicates; "
+            f"{crawled['requests']} requests, {crawled['bytes'] / 1e6:.1f} MB, "
+            f"{crawled['pages_per_second']:.1f} pages/s",
+        )
     table.add_row("files seen", str(summary.files_seen))
     table.add_row(
         "documents",

@@ -159,11 +159,17 @@ class ModeReport:
     results: list[QueryResult]
     overall: Summary = field(init=False)
     by_kind: dict[str, Summary] = field(init=False)
+    # Each corpus is half of the judged set: a ranking choice tuned on one half is judged on the other.
+    by_corpus: dict[str, Summary] = field(init=False)
 
     def __post_init__(self) -> None:
         self.overall = mean_metrics(result.metrics for result in self.results)
         kinds = sorted({r.query.kind for r in self.results}, key=lambda k: (_kind_order(k), k))
         self.by_kind = {kind: mean_metrics(r.metrics for r in self.results if r.query.kind == kind) for kind in kinds}
+        corpora = dict.fromkeys(r.query.corpus for r in self.results)
+        self.by_corpus = {
+            corpus: mean_metrics(r.metrics for r in self.results if r.query.corpus == corpus) for corpus in corpora
+        }
 
     @property
     def misses(self) -> list[QueryResult]:
@@ -176,6 +182,7 @@ class ModeReport:
             "queries": self.overall.count,
             "overall": self.overall.means,
             "by_kind": {kind: {"queries": s.count, **s.means} for kind, s in self.by_kind.items()},
+            "by_corpus": {corpus: {"queries": s.count, **s.means} for corpus, s in self.by_corpus.items()},
             "misses": [
                 {"id": r.query.id, "query": r.query.query, "first_relevant": r.first_relevant, "top": r.ranking[:3]}
                 for r in self.misses

@@ -45,14 +45,15 @@ def _remote(url: str) -> str:
     return url
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """`text` as one safe file name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
 
 
 def checkout(name: str, url: str, ref: str | None, cache_dir: Path) -> Checkout:
     """The files of `url` at `ref` (branch, tag or commit; default: the remote's HEAD), shallowly."""
     wanted = ref or "HEAD"
-    dest = cache_dir / "git" / _slug(name) / _slug(wanted)
+    dest = cache_dir / "git" / slug(name) / slug(wanted)
     remote = _remote(url)
     if not (dest / ".git").is_dir():
         dest.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ from docsctl.errors import ExtractError
 from docsctl.indexer.chunking import chunk_sections
 from docsctl.indexer.extract import extract_file
 from docsctl.indexer.lock import reindex_lock
+from docsctl.indexer.site import CrawlProgress, crawl_target, previous_pages
 from docsctl.indexer.sources import UNSUPPORTED, SourceTarget, walk_source
 from docsctl.models import Chunk, ExtractedDoc, IndexMeta, SourceDoc
 from docsctl.phases import checkpoint
@@ -54,6 +55,7 @@ class ReindexSummary:
     chunks_written: int = 0
     chunks_embedded: int = 0
     chunks_carried: int = 0  # chunks of other sources kept through a rebuild
+    crawls: dict[str, dict[str, Any]] = field(default_factory=dict)  # per site source: CrawlStats.to_dict()
     write_failures: list[tuple[str, str]] = field(default_factory=list)
     rebuilt: bool = False
     rebuild_reason: str = ""
@@ -106,7 +108,7 @@ def build_chunks(doc: SourceDoc, extracted: ExtractedDoc, doc_hash: str) -> list
     """The chunks of one extracted document, with ids that change when the document changes."""
     doc_id = doc_id_for(doc.source, doc.version, doc.path)
     stem = Path(doc.path).stem.lower()
-    names = list(dict.fromkeys([*(name.lower() for name in extracted.names), stem]))
+    names = list(dict.fromkeys([*(name.lower() for name in (*extracted.names, *doc.names)), stem]))
     chunks = []
     for index, piece in enumerate(chunk_sections(extracted)):
         chunk_id = hashlib.blake2b(f"{doc_id}\0{doc_hash}\0{index}".encode(), digest_size=10).hexdigest()
@@ -325,10 +327,25 @@ def _embed_and_write(run: _Run, chunks: list[Chunk]) -> int:
     return report.written
 
 
-def source_state(previous: dict[str, Any], target: SourceTarget, *, files: int, skipped: int) -> dict[str, Any]:
-    """What the index remembers about a source: where and when each of its versions was indexed from."""
+SKIPPED_REMEMBERED = 100  # files skipped by a run whose path and reason the index keeps (all are counted)
+
+
+def source_state(
+    previous: dict[str, Any], target: SourceTarget, *, files: int, skipped: Sequence[tuple[str, str]]
+) -> dict[str, Any]:
+    """What the index remembers about a source: where and when each of its versions was indexed from, and
+    which files the last run of each version skipped and why (the first SKIPPED_REMEMBERED of them)."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    indexed = {"last_indexed": now, "commit": target.commit, "ref": target.ref, "files": files, "skipped": skipped}
+    indexed = {
+        "last_indexed": now,
+        "commit": target.commit,
+        "ref": target.ref,
+        "files": files,
+        "skipped": len(skipped),
+        "skipped_files": [{"path": path, "reason": reason} for path, reason in skipped[:SKIPPED_REMEMBERED]],
+    }
+    if target.crawl_state is not None:
+        indexed["pages"] = target.crawl_state  # per URL: ETag, Last-Modified, hash, last fetch (a site)
     previous = {key: value for key, value in previous.items() if key != UNFINISHED}
     return {
         **previous,
@@ -348,8 +365,13 @@ def reindex(
     full: bool = False,
     cache: EmbeddingCache | None = None,
     progress: ProgressCallback | None = None,
+    crawl_progress: CrawlProgress | None = None,
 ) -> ReindexSummary:
-    """Bring the index up to date with `targets`; other sources in the index are kept as they are."""
+    """Bring the index up to date with `targets`; other sources in the index are kept as they are.
+
+    Site targets are crawled first, each just before it is indexed; with `full` every page is fetched
+    again, else the last crawl's ETags and dates make the requests conditional.
+    """
     started = time.perf_counter()
     names = [target.name for target in targets]
     summary = ReindexSummary(sources=names)
@@ -378,6 +400,10 @@ def reindex(
             for target in targets:
                 seen_before, skipped_before = summary.files_seen, len(summary.skipped)
                 previous = states.get(target.name, {})
+                if target.site is not None:
+                    pages = {} if full else previous_pages(previous, target.version)
+                    target, crawled = crawl_target(target, pages, crawl_progress)
+                    summary.crawls[target.name] = crawled.stats.to_dict()
                 if not reason:
                     # An incremental run on OpenSearch is live as it writes: a run killed half-way leaves a
                     # document partly written, or with its old chunks beside its new ones, and then its
@@ -388,7 +414,7 @@ def reindex(
                     previous,
                     target,
                     files=summary.files_seen - seen_before,
-                    skipped=len(summary.skipped) - skipped_before,
+                    skipped=summary.skipped[skipped_before:],
                 )
                 states[target.name] = state
                 writer.record_source(target.name, state)

@@ -7,11 +7,12 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from docsctl.config import SourceConfig
+from docsctl.config import SiteSettings, SourceConfig
 from docsctl.errors import ConfigError
 from docsctl.indexer.extract import SUPPORTED_SUFFIXES
-from docsctl.indexer.git import Checkout
+from docsctl.indexer.git import Checkout, slug
 from docsctl.models import SourceDoc
 
 # First match wins. These fit the ChimeraX layout and the usual names of documentation folders.
@@ -52,6 +53,19 @@ class SourceTarget:
     commit: str = ""
     ref: str = ""
     suffixes: frozenset[str] = INDEXED_SUFFIXES
+    # A website: `origin` is its start URL, `root` the folder its pages are mirrored to. The crawl
+    # (docsctl.indexer.site) fills `pages`, which then stand for the walk of `root`, and `crawl_state`.
+    site: SiteSettings | None = None
+    pages: tuple[tuple[SourceDoc, str | None], ...] | None = None
+    crawl_state: dict[str, Any] | None = None
+
+
+def site_target(
+    name: str, url: str, site: SiteSettings, cache_dir: Path, *, version: str = "", **labels: Any
+) -> SourceTarget:
+    """The target of a website source; its pages are mirrored under `cache_dir`/site/NAME/VERSION."""
+    root = cache_dir / "site" / slug(name) / slug(version or "_")
+    return SourceTarget(name=name, root=root, origin=url, site=site, version=version, **labels)
 
 
 def parse_category_rule(rule: str) -> tuple[str, str]:
@@ -80,8 +94,11 @@ def walk_source(target: SourceTarget) -> Iterator[tuple[SourceDoc, str | None]]:
     """Every file under the root, sorted, hidden folders skipped; with a reason when it is not indexable.
 
     The reason is None for files to extract, UNSUPPORTED for types docsctl does not read, else why the
-    file is skipped (counted, never fatal).
+    file is skipped (counted, never fatal). A crawled site yields the pages its crawl found.
     """
+    if target.pages is not None:
+        yield from target.pages
+        return
     root = target.root
     if not root.is_dir():
         raise ConfigError(f"not a folder: {root}")
@@ -152,8 +169,10 @@ def resolve_sources(
     extra_rules: tuple[tuple[str, str], ...] = (),
     base_url: str | None = None,
     version: str = "",
+    cache_dir: Path | None = None,
 ) -> ResolvedSources:
-    """Configured sources -> targets; git sources are checked out (one target per ref) with `checkout`."""
+    """Configured sources -> targets; git sources are checked out (one target per ref) with `checkout`;
+    site sources are crawled later, by the pipeline, into a mirror under `cache_dir`."""
     resolved = ResolvedSources([], [], [])
     for source in sources:
         common = {
@@ -170,6 +189,16 @@ def resolve_sources(
                 continue
             label = version or source.version
             resolved.targets.append(SourceTarget(root=root, version=label, origin=str(root), **common))
+            continue
+        if source.kind == "site":
+            if cache_dir is None:
+                raise ConfigError("site sources need a cache folder")  # a caller's mistake, not the user's
+            del common["name"]
+            target = site_target(
+                source.name, source.path, source.site or SiteSettings(), cache_dir, version=version or source.version,
+                **common,
+            )  # fmt: skip
+            resolved.targets.append(target)
             continue
         for ref in source.refs or (None,):
             try:

@@ -1,4 +1,4 @@
-"""The HTTP face of `docsctl serve --transport http`: the MCP app, behind an optional bearer token.
+"""The HTTP face of `docsctl serve --transport http`: the optional bearer token every route is behind.
 
 The token check is an ASGI middleware around the whole application rather than the MCP SDK's auth
 (mcp.server.auth), which is an OAuth resource server: it needs an issuer URL and token introspection,
@@ -11,8 +11,6 @@ from __future__ import annotations
 import hmac
 import json
 
-import anyio
-from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 HTTP_PATH = "/mcp"
@@ -44,20 +42,3 @@ class BearerTokenMiddleware:
                 await send({"type": "http.response.body", "body": body.encode()})
                 return
         await self.app(scope, receive, send)
-
-
-def http_app(server: MCPServer, *, host: str, token: str | None) -> ASGIApp:
-    """The ASGI app to serve: MCP at HTTP_PATH (Host and Origin checked when bound to a local address),
-    wrapped in the token check when a token is set. Routes added to `server` are covered as well."""
-    app: ASGIApp = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-    return BearerTokenMiddleware(app, token) if token else app
-
-
-def run_http(server: MCPServer, *, host: str, port: int, token: str | None) -> None:
-    """Serve `server` over streamable HTTP until interrupted (what MCPServer.run does, plus the token)."""
-    import uvicorn
-
-    config = uvicorn.Config(
-        http_app(server, host=host, token=token), host=host, port=port, log_level=server.settings.log_level.lower()
-    )
-    anyio.run(uvicorn.Server(config).serve)

@@ -30,6 +30,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+from starlette.routing import Mount
+from starlette.types import ASGIApp
 
 from docsctl import __version__
 from docsctl.config import Settings
@@ -44,7 +46,7 @@ from docsctl.errors import (
 )
 from docsctl.models import Chunk, Filters
 from docsctl.server import results
-from docsctl.server.http import HTTP_PATH, LOCAL_HOSTS, run_http
+from docsctl.server.http import HTTP_PATH, LOCAL_HOSTS, BearerTokenMiddleware
 from docsctl.server.results import (
     DEFAULT_MAX_CHARS,
     MAX_MAX_CHARS,
@@ -55,7 +57,7 @@ from docsctl.server.results import (
     SearchResponse,
     SourcesResponse,
 )
-from docsctl.server.search import MAX_LIMIT, Searcher
+from docsctl.server.search import MAX_LIMIT, MAX_REWORDINGS, Searcher
 from docsctl.store import open_store
 
 log = logging.getLogger("docsctl.mcp")
@@ -67,7 +69,8 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 INSTRUCTIONS = """\
 Search the documentation indexed by docsctl (see list_sources for what is indexed and how fresh it is).
-- Question in plain words ("how do I color by chain?"): search_docs.
+- Question in plain words ("how do I color by chain?"): search_docs; pass rewordings in `queries` (the words
+  the documentation would use) when the user's words may not be the documentation's.
 - Exact command, class, component or function name ("color", "Tabulator"): lookup.
 - Reading on from a result: get_chunk(chunk_id) for its section, get_document(path, source) for the page.
 Answers are cut to max_chars; a cut ends with "[… truncated: call …]" naming the call for the rest."""
@@ -150,6 +153,16 @@ def create_server(searcher: Searcher) -> MCPServer:
     @app.tool(annotations=READ_ONLY)
     async def search_docs(
         query: Annotated[str, Field(min_length=1, description="What to look for: a question, words or names.")],
+        queries: Annotated[
+            list[str] | None,
+            Field(
+                max_length=MAX_REWORDINGS,
+                description="Optional: up to 4 rewordings of the same need in other words, e.g. the terms the "
+                'documentation would likely use ("swap residue" for "turn a lysine into an alanine"), or '
+                "a likely command or API name. Each is searched like `query` and the rankings are fused. Worth it "
+                "for questions in plain words, especially when a first search missed; not needed for exact names.",
+            ),
+        ] = None,
         category: Annotated[
             str | None,
             Field(description="Only this category, e.g. commands, tools, tutorials (list_sources shows them)."),
@@ -181,7 +194,9 @@ def create_server(searcher: Searcher) -> MCPServer:
                 sources=(source,) if source else (),
                 versions=(version,) if version else (),
             )
-            result = searcher.search(query, limit=limit, offset=offset, mode=mode, filters=filters)
+            result = searcher.search(
+                query, limit=limit, offset=offset, mode=mode, filters=filters, rewordings=queries or ()
+            )
 
             def document_text(chunk: Chunk) -> str:  # called only for results whose content is shown
                 return results.join_chunks(store.get_document(chunk.path, chunk.source, chunk.version))
@@ -326,6 +341,8 @@ def serve(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.
         log.info("serving MCP over stdio")
         app.run("stdio")
         return
+    import uvicorn
+
     if host not in LOCAL_HOSTS:
         log.warning(
             "listening on %s: the server is reachable from the network, and anyone who can reach it can query "
@@ -333,5 +350,15 @@ def serve(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.
             host,
             "" if settings.token else " (set a token: --token or DOCSCTL_TOKEN)",
         )
-    log.info("serving MCP over streamable HTTP at http://%s:%d%s", host, port, HTTP_PATH)
-    run_http(app, host=host, port=port, token=settings.token)
+    log.info("serving MCP over streamable HTTP at http://%s:%d%s, the web pages at /", host, port, HTTP_PATH)
+    uvicorn.run(http_app(app, searcher, host, token=settings.token), host=host, port=port, log_level="warning")
+
+
+def http_app(app: MCPServer, searcher: Searcher, host: str = "127.0.0.1", *, token: str | None = None) -> ASGIApp:
+    """The MCP endpoint at HTTP_PATH and, at every other path, the web pages (docsctl.server.web); with a
+    token, all of it behind the bearer token check (docsctl.server.http)."""
+    from docsctl.server import web
+
+    starlette_app = app.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    starlette_app.router.routes.append(Mount("/", app=web.create_app(searcher, host)))
+    return BearerTokenMiddleware(starlette_app, token) if token else starlette_app

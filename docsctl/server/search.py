@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,18 +19,20 @@ from docsctl.store.base import Store
 
 MODES = ("hybrid", "bm25", "knn")
 MAX_LIMIT = 50
-MIN_CANDIDATES = 50
+# Candidates per retriever: 100 ranked better than 50 on every corpus half of both judged sets and both
+# backends (more pages reach fusion from both lists); 200 no better (bench/README.md, "Search quality").
+MIN_CANDIDATES = 100
 VERSIONS_TTL_SECONDS = 30.0
-# Weights per retriever in reciprocal rank fusion: plain fuse() weighs both alike; hybrid search
-# weighs them by the kind of query (see Ranking; bench/README.md says how they were chosen).
+# Weights per retriever in reciprocal rank fusion: plain fuse() weighs both alike; hybrid search weighs
+# them by the kind of query (see Ranking). Each tuned weight was chosen on one corpus half of the dev
+# queries and judged on the other, beside the naive baseline (bench/README.md, "Search quality").
 FUSION_WEIGHTS = {"bm25": 1.0, "knn": 1.0}
-# "name": documents that document a name the query mentions (see mentioned_names) form a third
-# ranking; at 0.05 it lifts such a page by about three places among close ones, never from far below.
 # "document": the candidates' documents ranked by their centroid (the meaning of the whole page, see
-# docsctl.store.doc_vectors); for questions only, where it was measured to help (bench/README.md).
-QUESTION_WEIGHTS = {"bm25": 0.1, "knn": 1.0, "name": 0.05, "document": 0.2}  # plain words: meaning decides
-KEYWORD_WEIGHTS = {"bm25": 1.5, "knn": 1.0, "name": 0.05}  # names, identifiers, a few words: exact terms
+# docsctl.store.doc_vectors). Questions only: for a name, the exact page loses to pages about the name.
+QUESTION_WEIGHTS = {"bm25": 0.5, "knn": 1.0, "document": 0.5}  # plain words: meaning first
+KEYWORD_WEIGHTS = {"bm25": 1.0, "knn": 1.0}  # names, identifiers, a few words: plain RRF
 KEYWORD_MAX_WORDS = 3
+MAX_REWORDINGS = 4  # an assistant's own phrasings searched beside its query (each costs one more search)
 
 
 @dataclass
@@ -64,6 +66,20 @@ def validate(mode: str, limit: int, offset: int) -> None:
         raise ConfigError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
     if offset < 0:
         raise ConfigError(f"offset must be 0 or more, not {offset}")
+
+
+def fuse_rewordings(rankings: Sequence[list[Hit]], per_document: bool = True) -> list[Hit]:
+    """Several phrasings' rankings as one (reciprocal rank fusion, equal weights), by document or by chunk;
+    each item keeps the hit of the phrasing that ranked it highest (the first phrasing on a tie)."""
+    key_of = (lambda hit: hit.chunk.doc_id) if per_document else (lambda hit: hit.chunk.chunk_id)
+    best: dict[str, tuple[int, Hit]] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking):
+            key = key_of(hit)
+            if key not in best or rank < best[key][0]:
+                best[key] = (rank, hit)
+    fused = reciprocal_rank_fusion({str(i): [key_of(hit) for hit in ranking] for i, ranking in enumerate(rankings)})
+    return [replace(best[item.key][1], score=item.score) for item in fused]
 
 
 def collapse_by_document(hits: Iterable[Hit]) -> list[Hit]:
@@ -113,7 +129,6 @@ def fuse_documents(
     *,
     method: str = "rrf",
     k: int = RRF_K,
-    mentioned: Collection[str] = (),
     doc_rankings: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Hit]:
     """Fusion at document level: one hit per document, best first.
@@ -122,10 +137,6 @@ def fuse_documents(
     the two document rankings are fused, so a document is not pushed down because its best bm25
     chunk and its best knn chunk differ. Each document is shown by its chunk that chunk-level fusion
     ranks highest. `ranks` are document ranks per list.
-
-    `mentioned` are lowercased names the query mentions: the documents among the candidates that
-    document one of them (Chunk.names) form a third ranking, "name", in chunk-level fusion order,
-    weighted by `weights["name"]` (0 when absent).
 
     `doc_rankings` are further rankings of document ids, best first, weighted by `weights[name]` (one the
     weights give no share is left out); only documents among the candidates are ranked
@@ -136,13 +147,7 @@ def fuse_documents(
     for hit, item in _chunk_fusion(bm25_hits, knn_hits, weights, method, k):
         best.setdefault(hit.chunk.doc_id, (hit, item))
     shown = {doc_id: replace(hit, score=item.score, ranks=item.ranks) for doc_id, (hit, item) in best.items()}
-    chunk_order = list(shown.values())
     lists = {"bm25": collapse_by_document(bm25_hits), "knn": collapse_by_document(knn_hits)}
-    if mentioned and weights.get("name", 0.0) > 0:
-        wanted = set(mentioned)
-        lists["name"] = [
-            replace(hit, score=1.0) for hit in chunk_order if wanted.intersection(map(str.lower, hit.chunk.names))
-        ]
     for name, doc_ids in (doc_rankings or {}).items():
         if weights.get(name, 0.0) > 0:  # fusion would count a list missing from `weights` at weight 1
             lists[name] = [shown[doc_id] for doc_id in doc_ids if doc_id in shown]
@@ -152,23 +157,6 @@ def fuse_documents(
 
 _CODE_LIKE = re.compile(r"[._:/()\[\]#<>=]|\w_\w")  # a.b, a_b, a(), a::b, a/b: names, not words
 _TRAILING_PUNCTUATION = ".,;:?!"
-_WORD_PUNCTUATION = ".,;:?!\"'`()"
-_CAMEL_CASE = re.compile(r"[a-z][A-Z]")
-
-
-def _words(text: str) -> list[str]:
-    return [word for word in (raw.strip(_WORD_PUNCTUATION) for raw in text.split()) if word]
-
-
-def mentioned_names(text: str) -> set[str]:
-    """What in `text` reads as a name, lowercased: the whole text, and each word that is CamelCase,
-    code-like or capitalized after the first word ("How do I format Tabulator cells?" -> tabulator)."""
-    words = _words(text)
-    names = {" ".join(words).lower()} if words else set()
-    for position, word in enumerate(words):
-        if len(word) > 1 and ((position and word[:1].isupper()) or _CAMEL_CASE.search(word) or _CODE_LIKE.search(word)):
-            names.add(word.lower())
-    return names
 
 
 def is_keyword_query(text: str, max_words: int = KEYWORD_MAX_WORDS) -> bool:
@@ -186,9 +174,10 @@ def is_keyword_query(text: str, max_words: int = KEYWORD_MAX_WORDS) -> bool:
 class Ranking:
     """How hybrid search fuses its two retrievers; the defaults are the tuned ones (bench/README.md).
 
-    BM25 is the better judge of a lookup (a name or identifier must match exactly) and a noisy one of
-    a question in plain words (common words match everywhere), so its weight depends on the query:
-    `keyword_weights` for keyword queries (see is_keyword_query), `weights` for the rest.
+    A lookup (a name or identifier, see is_keyword_query) fuses BM25 and k-NN alike, `keyword_weights`;
+    a question in plain words, `weights`, counts BM25 at half (its common words match everywhere) and adds
+    the ranking of whole pages by meaning. The two tuned weights held on both corpus halves of the dev
+    queries and of bench/queries/own.jsonl when chosen on the other half (bench/README.md).
     """
 
     method: str = "rrf"  # rrf | minmax (see docsctl.server.fusion)
@@ -224,12 +213,27 @@ class Searcher:
         mode: str = "hybrid",
         filters: Filters | None = None,
         per_document: bool = True,
+        rewordings: Sequence[str] = (),
     ) -> SearchResult:
+        """The best hits for `text`, paged. `rewordings` are other phrasings of the same need (an assistant's
+        own): each is ranked like `text`, and the rankings are fused by reciprocal rank fusion, equal weights."""
         validate(mode, limit, offset)
+        if len(rewordings) > MAX_REWORDINGS:
+            raise ConfigError(f"at most {MAX_REWORDINGS} rewordings, not {len(rewordings)}")
         started = time.perf_counter()
         filters = self.effective_filters(filters or Filters())
         # Documents have several chunks: ask for enough that collapsing still fills the page.
         depth = max(self.candidates, (offset + limit) * (4 if per_document else 1))
+        phrasings = list(dict.fromkeys([text, *(phrase for phrase in rewordings if phrase.strip())]))
+        rankings = [self.rank(phrase, mode, depth, filters, per_document) for phrase in phrasings]
+        hits = rankings[0] if len(rankings) == 1 else fuse_rewordings(rankings, per_document)
+        page = self.complete(text, hits[offset : offset + limit])
+        if not hits:
+            self.check_filters(filters)
+        return SearchResult(text, mode, page, len(hits), (time.perf_counter() - started) * 1000, filters)
+
+    def rank(self, text: str, mode: str, depth: int, filters: Filters, per_document: bool = True) -> list[Hit]:
+        """Every candidate for `text` in one `mode`, best first, brief (complete() fetches the shown ones)."""
         if mode == "hybrid":
             # The BM25 request runs while the query is embedded and k-NN runs, the document ranking beside
             # k-NN: they wait on I/O or torch, which release the GIL (bench/README.md, "Performance").
@@ -246,12 +250,7 @@ class Searcher:
             hits = self.fuse_ranked(text, bm25_hits, knn_hits, per_document, documents)
         else:
             hits = self.retrieve(mode, text, depth, filters, brief=True)
-        if per_document:
-            hits = collapse_by_document(hits)
-        page = self.complete(text, hits[offset : offset + limit])
-        if not hits:
-            self.check_filters(filters)
-        return SearchResult(text, mode, page, len(hits), (time.perf_counter() - started) * 1000, filters)
+        return collapse_by_document(hits) if per_document else hits
 
     def uses_document_ranking(self, text: str, per_document: bool = True) -> bool:
         """Whether hybrid fusion for `text` gives document_ranking a share (so it is worth asking for)."""
@@ -277,7 +276,6 @@ class Searcher:
                 weights,
                 method=r.method,
                 k=r.rrf_k,
-                mentioned=mentioned_names(text),
                 doc_rankings={"document": documents} if documents else None,
             )
         return fuse(bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k)

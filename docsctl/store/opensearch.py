@@ -36,7 +36,7 @@ from docsctl.errors import ConfigError, IndexMissingError, NotFoundError, StoreE
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.phases import checkpoint
 from docsctl.store import opensearch_queries as q
-from docsctl.store.base import SourceVersion, WriteReport
+from docsctl.store.base import FACETS, SourceVersion, WriteReport
 from docsctl.store.doc_vectors import CentroidAccumulator
 
 BULK_CHUNK = 200
@@ -448,26 +448,26 @@ class OpenSearchStore:
         return {hit["_id"]: Hit(_from_source(hit["_source"]), 0.0, _highlights(hit)) for hit in hits}
 
     def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:
-        """How bm25(text) scores one chunk, from the `_explain` API: its score and the fields (with the
-        analyzed terms) that matched."""
+        """How bm25(text) scores one chunk, from the `_explain` API: its score, and the fields (with the analyzed
+        terms) that matched, from a second explanation field by field (q.fields_query)."""
         self._require_index()
         if not q.clean_query_text(text):
             self.get_chunk(chunk_id)
             return {"chunk_id": chunk_id, "score": 0.0, "matched": False, "fields": {}}
         with self._errors():
             try:
-                response = self.client.explain(index=self.alias, id=chunk_id, body={"query": q.text_query(text)})
+                scored = self.client.explain(index=self.alias, id=chunk_id, body={"query": q.text_query(text)})
+                by_field = self.client.explain(index=self.alias, id=chunk_id, body={"query": q.fields_query(text)})
             except os_errors.NotFoundError as exc:
                 if "index_not_found" in str(exc.error):
                     raise
                 raise NotFoundError(f"no chunk with id {chunk_id!r}") from None
-        explanation = response.get("explanation") or {}
-        matched = bool(response.get("matched"))
+        matched = bool(scored.get("matched"))
         return {
             "chunk_id": chunk_id,
-            "score": float(explanation.get("value", 0.0)) if matched else 0.0,
+            "score": float((scored.get("explanation") or {}).get("value", 0.0)) if matched else 0.0,
             "matched": matched,
-            "fields": matched_fields(explanation) if matched else {},
+            "fields": matched_fields(by_field.get("explanation") or {}) if matched else {},
         }
 
     def _require_index(self) -> None:
@@ -575,6 +575,14 @@ class OpenSearchStore:
             for category in source["categories"]["buckets"]
         ]
 
+    def facet_counts(self, filters: Filters | None = None) -> dict[str, dict[str, int]]:
+        aggregations = self._search(_facet_counts_body(filters))["aggregations"]
+        counts = {}
+        for field in FACETS:
+            buckets = [(b["key"], int(b["documents"]["value"])) for b in aggregations[field]["buckets"]]
+            counts[field] = dict(sorted(buckets, key=lambda item: (-item[1], item[0])))
+        return counts
+
     def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
         self._require_index()
         body: dict[str, Any] = {"query": {"match_all": {}}}
@@ -583,6 +591,16 @@ class OpenSearchStore:
         with self._errors():
             for hit in helpers.scan(self.client, index=self.alias, query=body, size=500):
                 yield _from_source(hit["_source"])
+
+
+def _facet_counts_body(filters: Filters | None) -> dict[str, Any]:
+    """Distinct documents per source, version and category among the chunks matching `filters`."""
+    documents = {"documents": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}}
+    return {
+        "size": 0,
+        "query": {"bool": {"filter": q.filter_clauses(filters)}},
+        "aggs": {field: {"terms": {"field": field, "size": 1000}, "aggs": documents} for field in FACETS},
+    }
 
 
 def _category_counts_body() -> dict[str, Any]:

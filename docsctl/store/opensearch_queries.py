@@ -10,27 +10,21 @@ from typing import Any
 
 from docsctl.models import Filters, Vector
 from docsctl.store.base import SourceVersion
-from docsctl.text import STOP_WORDS
+from docsctl.text import identifier_tokens
 
 # Long inputs would only add clauses (and can exceed max_clause_count); the head carries the intent.
 MAX_QUERY_CHARS = 512
-_PUNCTUATION = ",;:()[]{}<>\"'`=|*+!?."  # what the code_tokens tokenizer splits on, and a full stop
 
-PROSE_FIELDS = ["title^3", "section^2", "breadcrumb^1.5", "content"]
-CODE_FIELDS = ["title.code^3", "section.code^2", "breadcrumb.code^1.5", "content.code", "path.text^0.5"]
+# BM25 scores a chunk as one text: its title, breadcrumb, section heading and content together (BM25F:
+# `combined_fields` sums each term's frequency over the fields and normalizes by their joint length), as a
+# reader sees the chunk. Weighted fields with the best field per query (dis_max) ranked questions in plain
+# words far worse: one common word in a boosted title outscored a section using every word of the question
+# (bench/README.md, "Search quality").
+TEXT_FIELDS = ["title", "breadcrumb", "section", "content"]
+# The identifiers of a query (`add_filter`, `pn.state.onload`, `SelectEditor`) also match whole and by their
+# parts in the code-aware fields; the plain words of a question do not, or they would count twice.
+CODE_FIELDS = ["title.code", "breadcrumb.code", "section.code", "content.code"]
 NAME_BOOST = 4.0
-# A chunk holding every term of the query (in any of its text fields) gets this much more: for
-# "add_filter RangeSlider" the section using both beats a page titled with just one of them.
-ALL_TERMS_FIELDS = ["title.code", "section.code", "breadcrumb.code", "content.code"]
-ALL_TERMS_BOOST = 2.0
-# BM25 runs in two phases: candidate_query picks the best RESCORE_WINDOW chunks per shard, then text_query
-# scores just those. text_query takes the best field per query word plus a share of the others (dis_max
-# with a tie breaker), which Lucene cannot prune: it scores every chunk holding any query word in any
-# field. candidate_query sums the same fields' scores, which Lucene can prune, skipping chunks that cannot
-# reach the window. At 664,000 chunks BM25 p95 fell from 115 to 69 ms; the dev queries' rankings are the
-# same as text_query's alone (bench/README.md, "Scale"). Two fields holding copies of the nine would be
-# faster still, but lose chunks whose title or section carries the match from the window.
-RESCORE_WINDOW = 500
 HIGHLIGHT_CHARS = 160
 
 HIGHLIGHT = {
@@ -66,21 +60,6 @@ def clean_query_text(text: str) -> str:
     return " ".join(text.split())[:MAX_QUERY_CHARS]
 
 
-def code_query_text(text: str) -> str:
-    """`text` less its stop words, for the first phase's code fields. The prose analyzer drops stop words,
-    the code fields' analyzer keeps them (one can be part of an identifier), and in a question they
-    matched nearly every chunk through the code fields, the longest postings of the index, for next to
-    nothing of the score: at 664,000 chunks BM25 p95 fell from 73 to 64 ms. text_query keeps them (its
-    scores are the ranking: without them hybrid MRR@10 fell from 0.908 to 0.877; bench/README.md)."""
-    return " ".join(word for word in text.split() if word.strip(_PUNCTUATION).lower() not in STOP_WORDS)
-
-
-def _code_match(text: str, kind: str, **options: Any) -> list[dict[str, Any]]:
-    """The multi_match of CODE_FIELDS for `text` (none when it is all stop words)."""
-    code = code_query_text(text)
-    return [{"multi_match": {"query": code, "fields": CODE_FIELDS, "type": kind, **options}}] if code else []
-
-
 def filter_clauses(filters: Filters | None) -> list[dict[str, Any]]:
     if filters is None:
         return []
@@ -104,80 +83,39 @@ def filter_clauses(filters: Filters | None) -> list[dict[str, Any]]:
 
 
 def text_query(text: str) -> dict[str, Any]:
-    """Prose (stemmed) and code-aware matching, plus boosts for an exact documented name and for a
-    chunk that holds every term of the query."""
+    """BM25F over the chunk's text fields (prose: stemmed, stop words dropped), plus the query's identifiers
+    in the code-aware fields and a boost for a chunk of the page documenting the query as a name."""
     text = clean_query_text(text)
+    should: list[dict[str, Any]] = [{"combined_fields": {"query": text, "fields": TEXT_FIELDS}}]
+    identifiers = " ".join(identifier_tokens(text))
+    if identifiers:
+        should.append({"combined_fields": {"query": identifiers, "fields": CODE_FIELDS}})
+    should.append({"term": {"name": {"value": text.lower(), "boost": NAME_BOOST}}})
+    return {"bool": {"should": should, "minimum_should_match": 1}}
+
+
+def fields_query(text: str) -> dict[str, Any]:
+    """text_query's terms field by field (a sum over each field, no BM25F): its `_explain` names the field each
+    term matched in, which combined_fields' explanation does not (explain_bm25 takes the score from text_query)."""
+    should = [
+        {"multi_match": {"query": clause["combined_fields"]["query"], "fields": clause["combined_fields"]["fields"]}}
+        if "combined_fields" in clause
+        else clause
+        for clause in text_query(text)["bool"]["should"]
+    ]
+    return {"bool": {"should": should, "minimum_should_match": 1}}
+
+
+def bm25_body(text: str, k: int, filters: Filters | None = None, *, brief: bool = False) -> dict[str, Any]:
+    """Candidates only: no highlights (page_body marks the few hits shown; highlighting every candidate cost
+    more than the query itself) and no total count, which lets Lucene skip blocks of documents that cannot
+    reach the top (combined_fields and term queries are eligible for its dynamic pruning)."""
     return {
-        "bool": {
-            "should": [
-                {
-                    "multi_match": {
-                        "query": text,
-                        "fields": PROSE_FIELDS,
-                        "type": "best_fields",
-                        "tie_breaker": 0.3,
-                    }
-                },
-                {
-                    "multi_match": {
-                        "query": text,
-                        "fields": CODE_FIELDS,
-                        "type": "best_fields",
-                        "tie_breaker": 0.3,
-                    }
-                },
-                {"term": {"name": {"value": text.lower(), "boost": NAME_BOOST}}},
-                {
-                    "multi_match": {
-                        "query": text,
-                        "fields": ALL_TERMS_FIELDS,
-                        "type": "cross_fields",
-                        "operator": "and",
-                        "boost": ALL_TERMS_BOOST,
-                    }
-                },
-            ],
-            "minimum_should_match": 1,
-        }
-    }
-
-
-def candidate_query(text: str) -> dict[str, Any]:
-    """The chunks text_query matches (the same words in the same fields), scored as a plain sum of field
-    scores: a disjunction Lucene can prune, skipping chunks that cannot reach the top."""
-    text = clean_query_text(text)
-    return {
-        "bool": {
-            "should": [
-                {"multi_match": {"query": text, "fields": PROSE_FIELDS, "type": "most_fields"}},
-                *_code_match(text, "most_fields"),
-                {"term": {"name": {"value": text.lower(), "boost": NAME_BOOST}}},
-            ],
-            "minimum_should_match": 1,
-        }
-    }
-
-
-def bm25_body(
-    text: str, k: int, filters: Filters | None = None, *, two_phase: bool = True, brief: bool = False
-) -> dict[str, Any]:
-    """Candidates only: the best of candidate_query re-scored by text_query (hits carry text_query's
-    score), or, with `two_phase` off, text_query alone (bench/bm25_phases.py compares the two); no
-    highlights (page_body marks the few hits shown; highlighting every candidate cost more than the
-    query itself) and no total count, which lets Lucene skip blocks of documents that cannot reach the top."""
-    first = candidate_query(text) if two_phase else text_query(text)
-    body: dict[str, Any] = {
         "size": k,
-        "query": {"bool": {"must": [first], "filter": filter_clauses(filters)}},
+        "query": {"bool": {"must": [text_query(text)], "filter": filter_clauses(filters)}},
         "track_total_hits": False,
         **_fetch(brief),
     }
-    if two_phase:
-        body["rescore"] = {
-            "window_size": max(RESCORE_WINDOW, k),
-            "query": {"rescore_query": text_query(text), "query_weight": 0.0, "rescore_query_weight": 1.0},
-        }
-    return body
 
 
 def _knn_query(field: str, vector: Vector, k: int, filters: Filters | None) -> dict[str, Any]:

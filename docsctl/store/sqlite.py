@@ -72,7 +72,7 @@ from docsctl.errors import IndexMissingError, LockedError, NotFoundError, StoreE
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.phases import checkpoint
 from docsctl.process import pid_alive
-from docsctl.store.base import SourceVersion, WriteReport
+from docsctl.store.base import FACETS, SourceVersion, WriteReport
 from docsctl.store.doc_vectors import group_centroids
 from docsctl.text import (
     CODE_SEPARATOR,
@@ -80,6 +80,7 @@ from docsctl.text import (
     code_query_terms,
     code_text,
     code_token_terms,
+    identifier_terms,
     prose_terms,
     trim_token,
 )
@@ -98,9 +99,11 @@ MAX_IDLE_READERS = 8
 TOP_PER_TABLE = 4
 MIN_TOP_PER_TABLE = 100
 
-# Column weights, in table column order; the boosts of PROSE_FIELDS / CODE_FIELDS in opensearch_queries.
-PROSE_WEIGHTS = (3.0, 1.5, 2.0, 1.0)  # title, breadcrumb, section, content
-CODE_WEIGHTS = (1.5, 0.75, 1.0, 0.5, 0.25)  # title, breadcrumb, section, content, path (half: measured on the dev set)
+# Column weights, in table column order. FTS5's bm25() sums a term's weighted frequency over the columns and
+# normalizes by the row's whole length: with equal weights, the chunk's title, breadcrumb, section and content
+# are scored as one text, as opensearch_queries.text_query's combined_fields does. The path is not searched.
+PROSE_WEIGHTS = (1.0, 1.0, 1.0, 1.0)  # title, breadcrumb, section, content
+CODE_WEIGHTS = (1.0, 1.0, 1.0, 1.0, 0.0)  # title, breadcrumb, section, content, path
 NAME_BOOST = 4.0
 # What explain_bm25 calls the columns of fts and fts_code: the OpenSearch fields they stand for.
 PROSE_FIELDS = ("title", "breadcrumb", "section", "content")
@@ -768,7 +771,7 @@ class SqliteStore:
     # -- search -----------------------------------------------------------------------------------
 
     def bm25(self, text: str, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:
-        prose, code = prose_terms(text), code_query_terms(text)
+        prose, code = prose_terms(text), identifier_terms(text)
         name = " ".join(text.split()).lower()
         with self._reading() as conn:
             if k <= 0 or not (prose or code):
@@ -791,7 +794,7 @@ class SqliteStore:
         """How bm25(text) scores one chunk: the same sum of FTS5 bm25() scores (its statistics are the
         whole table's, so restricting the match to one row changes nothing) plus the name bonus, and per
         column the words FTS5 marks as matching, under the names of the OpenSearch fields they stand for."""
-        prose, code = prose_terms(text), code_query_terms(text)
+        prose, code = prose_terms(text), identifier_terms(text)
         name = " ".join(text.split()).lower()
         with self._reading() as conn:
             found = conn.execute("SELECT id FROM chunks WHERE chunk_id = ?", (chunk_id,)).fetchone()
@@ -1000,6 +1003,20 @@ class SqliteStore:
             {"source": source, "category": category, "documents": documents, "chunks": chunks}
             for source, category, documents, chunks in rows
         ]
+
+    def facet_counts(self, filters: Filters | None = None) -> dict[str, dict[str, int]]:
+        where, params = _filter_sql(filters)
+        with self._reading() as conn:
+            return {
+                field: dict(
+                    conn.execute(
+                        f"SELECT c.{field}, count(DISTINCT c.doc_id) FROM chunks c WHERE 1 = 1{where} "
+                        f"GROUP BY c.{field} ORDER BY 2 DESC, 1",
+                        params,
+                    ).fetchall()
+                )
+                for field in FACETS
+            }
 
     def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
         with self._errors():

@@ -52,7 +52,18 @@ _DROPPED = {
     "address",  # the ChimeraX footer ("UCSF Resource for Biocomputing ... / January 2026")
 }
 _PAGE_CHROME = {"header", "footer"}  # dropped unless inside <article>/<main>, where they hold its title
-_DROPPED_CLASSES = re.compile(r"^(nav\d*|navbar|navigation|breadcrumbs?|sphinxsidebar|related|headerlink)$")
+_DROPPED_CLASSES = re.compile(
+    r"^(nav\d*|navbar|navigation|breadcrumbs?|sphinxsidebar|related|headerlink"
+    # Chrome of the usual documentation themes, kept out of chunks when a site is crawled: Sphinx
+    # (basic, Read the Docs, Furo), pydata-sphinx-theme, MkDocs and Material for MkDocs, Docusaurus.
+    r"|footer|rst-footer-buttons|rst-versions|wy-nav-side|wy-nav-top|wy-breadcrumbs"
+    r"|sidebar-drawer|toc-drawer|related-pages|mobile-header|back-to-top|bottom-of-page"
+    r"|bd-header|bd-header-article|bd-sidebar|bd-sidebar-primary|bd-sidebar-secondary|bd-footer|bd-footer-article"
+    r"|bd-search|bd-breadcrumbs|prev-next-area|prev-next-footer|edit-this-page|skip-link|header-article"
+    r"|md-header|md-tabs|md-sidebar|md-footer|md-source-file|md-content__button|md-search|md-skip|md-banner"
+    r"|theme-doc-sidebar-container|theme-doc-toc-desktop|theme-doc-toc-mobile|pagination-nav|theme-doc-footer"
+    r"|theme-edit-this-page|theme-last-updated|theme-doc-breadcrumbs|theme-announcement-bar)$"
+)
 _BLOCKS = {
     "p",
     "div",
