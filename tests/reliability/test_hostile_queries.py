@@ -88,13 +88,14 @@ def test_hostile_text_through_search_docs_and_lookup(mcp):
 
 @pytest.mark.parametrize("text", BIG, ids=["a-100k", "word-20000x", "nul-100k", "paren-100k", "15000-words"])
 def test_very_long_queries_answer_or_say_what_to_do(mcp, backend, text):
-    """OpenSearch failed ~100 distinct words as "all shards failed ... backend unavailable" (its clause limit)."""
+    """OpenSearch failed ~100 distinct words as "all shards failed ... backend unavailable" (its clause limit) with
+    the queries of 2026-11-23; those of main since answer 15,000 words, and the message stays as the net."""
     many_words = len(set(text.split())) > 100
     for arguments in ({"query": text}, {"query": text, "mode": "bm25"}):
         result = mcp.call("search_docs", arguments)
         message = result.content[0].text
-        if backend == "opensearch" and many_words:
-            assert result.is_error and "too many distinct words" in message and "unavailable" not in message
+        if backend == "opensearch" and many_words and result.is_error:  # past the clause limit of the query built
+            assert "too many distinct words" in message and "unavailable" not in message, message[:300]
         else:
             assert not result.is_error, message[:300]
     assert not mcp.call("search_docs", {"query": " ".join(text.split()[:64])}).is_error
