@@ -73,6 +73,7 @@ from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.process import pid_alive
 from docsctl.store.base import SourceVersion, WriteReport
 from docsctl.store.doc_vectors import group_centroids
+from docsctl.store.sqlite_postings import Postings, QueryTokenizer, top_rows
 from docsctl.text import (
     CODE_SEPARATOR,
     CODE_TOKEN,
@@ -116,6 +117,16 @@ _IDENTIFIER = re.compile(r"[._\-/]|.[A-Z]")  # has parts: `a_b`, `a.b`, `--a`, `
 _SEGMENT = re.compile(r"[./]")  # separates the identifiers of a dotted name or a path
 _SEGMENTS = re.compile(r"[^./]+")
 
+# The tokenizers of fts and fts_code: the schema's, and what bm25 tokenizes query terms with (sqlite_postings).
+PROSE_TOKENIZE = "'porter unicode61 remove_diacritics 2'"
+CODE_TOKENIZE = "\"unicode61 remove_diacritics 2 tokenchars '-_./'\""
+# Per FTS5 table: its fts5vocab table on every read connection, its columns.
+_VOCABS = {"fts": "temp.fts_terms", "fts_code": "temp.fts_code_terms"}
+_TABLE_COLUMNS = {
+    "fts": ("title", "breadcrumb", "section", "content"),
+    "fts_code": ("title", "breadcrumb", "section", "content", "path"),
+}
+
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE sources (source TEXT PRIMARY KEY, state TEXT NOT NULL);
@@ -150,12 +161,8 @@ CREATE TABLE chunk_names (name TEXT NOT NULL, chunk INTEGER NOT NULL);
 CREATE INDEX chunk_names_name ON chunk_names (name);
 CREATE INDEX chunk_names_chunk ON chunk_names (chunk);
 CREATE TABLE vectors (chunk INTEGER PRIMARY KEY, vector BLOB NOT NULL);
-CREATE VIRTUAL TABLE fts USING fts5(
-    title, breadcrumb, section, content, tokenize = 'porter unicode61 remove_diacritics 2'
-);
-CREATE VIRTUAL TABLE fts_code USING fts5(
-    title, breadcrumb, section, content, path, tokenize = "unicode61 remove_diacritics 2 tokenchars '-_./'"
-);
+CREATE VIRTUAL TABLE fts USING fts5(title, breadcrumb, section, content, tokenize = {PROSE_TOKENIZE});
+CREATE VIRTUAL TABLE fts_code USING fts5(title, breadcrumb, section, content, path, tokenize = {CODE_TOKENIZE});
 PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 """
@@ -390,25 +397,62 @@ class _VectorCache:
 
     def mask(self, filters: Filters | None, codes: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
         """Rows (chunks, or documents with their `codes`) that match the filters; None: all do."""
-        if filters is None or filters.is_empty():
-            return None
-        codes = self.codes if codes is None else codes
-        mask = np.ones(len(codes["source"]), dtype=bool)
-        for field, wanted in _filter_fields(filters):
-            if wanted:
-                known = [self.values[field][value] for value in wanted if value in self.values[field]]
-                mask &= np.isin(codes[field], known)
-        if filters.pinned_versions:
-            source_codes, version_codes = codes["source"], codes["version"]
-            pinned = [self.values["source"][s] for s, _ in filters.pinned_versions if s in self.values["source"]]
-            allowed = ~np.isin(source_codes, pinned)
-            for source, version in filters.pinned_versions:
-                if source in self.values["source"] and version in self.values["version"]:
-                    allowed |= (source_codes == self.values["source"][source]) & (
-                        version_codes == self.values["version"][version]
-                    )
-            mask &= allowed
-        return mask
+        return _filter_mask(filters, self.codes if codes is None else codes, self.values)
+
+
+def _filter_mask(
+    filters: Filters | None, codes: dict[str, np.ndarray], values: dict[str, dict[str, int]]
+) -> np.ndarray | None:
+    """Which rows match the filters, given each row's category, source and version as codes into `values`
+    (a code no value has, e.g. -1, matches no wanted value); None: all rows do."""
+    if filters is None or filters.is_empty():
+        return None
+    mask = np.ones(len(codes["source"]), dtype=bool)
+    for field, wanted in _filter_fields(filters):
+        if wanted:
+            known = [values[field][value] for value in wanted if value in values[field]]
+            mask &= np.isin(codes[field], known)
+    if filters.pinned_versions:
+        source_codes, version_codes = codes["source"], codes["version"]
+        pinned = [values["source"][s] for s, _ in filters.pinned_versions if s in values["source"]]
+        allowed = ~np.isin(source_codes, pinned)
+        for source, version in filters.pinned_versions:
+            if source in values["source"] and version in values["version"]:
+                allowed |= (source_codes == values["source"][source]) & (version_codes == values["version"][version])
+        mask &= allowed
+    return mask
+
+
+@dataclass
+class _PostingsCache:
+    """BM25 from the FTS5 tables' postings (docsctl.store.sqlite_postings) for one index generation: each
+    table's statistics and cached postings, and every chunk's filter fields as codes, by rowid."""
+
+    key: tuple[str, str]
+    tables: dict[str, Postings]
+    size: int  # one more than the largest rowid
+    codes: dict[str, np.ndarray]
+    values: dict[str, dict[str, int]]
+
+    @classmethod
+    def load(cls, conn: sqlite3.Connection, key: tuple[str, str]) -> _PostingsCache:
+        weights = {"fts": PROSE_WEIGHTS, "fts_code": CODE_WEIGHTS}
+        tables = {
+            table: Postings(conn, table, _VOCABS[table], _TABLE_COLUMNS[table], weights[table]) for table in _VOCABS
+        }
+        rows = conn.execute("SELECT id, category, source, version FROM chunks").fetchall()
+        size = max([max((row[0] for row in rows), default=0) + 1, *(postings.size for postings in tables.values())])
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        codes: dict[str, np.ndarray] = {}
+        values: dict[str, dict[str, int]] = {}
+        for position, field in enumerate(("category", "source", "version"), start=1):
+            table: dict[str, int] = {}
+            codes[field] = np.full(size, -1, dtype=np.int32)
+            codes[field][ids] = np.fromiter(
+                (table.setdefault(row[position], len(table)) for row in rows), dtype=np.int32, count=len(rows)
+            )
+            values[field] = table
+        return cls(key, tables, size, codes, values)
 
 
 class _Bm25Query:
@@ -495,11 +539,15 @@ class _Bm25Query:
         return scores
 
 
+_TOKENIZERS = {"fts": QueryTokenizer(PROSE_TOKENIZE), "fts_code": QueryTokenizer(CODE_TOKENIZE)}
+
+
 class SqliteStore:
     """The Store protocol over one SQLite file; nothing is opened until the first call."""
 
     backend = "sqlite"
     every_bm25_match = False  # True: bm25 scores every match, not just the lists of _Bm25Query (tests)
+    bm25_from_postings = True  # False: FTS5 ranks (_Bm25Query), as before sqlite_postings (tests, benchmarks)
     schema_version = SCHEMA_VERSION  # what the indexer records as IndexMeta.mapping_version
 
     def __init__(self, path: Path) -> None:
@@ -510,6 +558,7 @@ class SqliteStore:
         self._idle: list[tuple[sqlite3.Connection, tuple[int, int]]] = []
         self._epoch = 0  # close() makes connections of an earlier epoch close when returned
         self._vectors: _VectorCache | None = None
+        self._postings: _PostingsCache | None = None
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -534,7 +583,7 @@ class SqliteStore:
     def _close(self) -> None:
         for conn, _ in self._idle:
             conn.close()
-        self._idle, self._vectors = [], None
+        self._idle, self._vectors, self._postings = [], None, None
         self._epoch += 1
 
     def close(self) -> None:
@@ -587,6 +636,8 @@ class SqliteStore:
                     f"{self.path} was written by another docsctl version (index schema {version}, this "
                     f"one reads {SCHEMA_VERSION}): rebuild it with docsctl reindex --full ..."
                 )
+            for table, vocab in _VOCABS.items():  # the postings bm25 reads (in the connection's temp schema)
+                conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, 'instance')")
         except BaseException:
             conn.close()
             raise
@@ -770,7 +821,11 @@ class SqliteStore:
                 if terms
             ]
             query = _Bm25Query(conn, searches, name, self._name_bonus(conn, name), allowed)
-            ranked = query.top(k, every_match=self.every_bm25_match)
+            ranked = None
+            if self.bm25_from_postings and not self.every_bm25_match:
+                ranked = self._bm25_postings(conn, query, filters, k)
+            if ranked is None:
+                ranked = query.top(k, every_match=self.every_bm25_match)
             chunks = _chunks_in(conn, "c.id", [rowid for rowid, _ in ranked], brief=brief)
         # No highlights here: callers ask page() for the few hits they show (bm25 runs deep for fusion).
         return [Hit(chunk=chunks[rowid], score=score) for rowid, score in ranked]
@@ -812,6 +867,39 @@ class SqliteStore:
                     score += bonus
                     fields["name"] = [name]
         return {"chunk_id": chunk_id, "score": score, "matched": bool(fields), "fields": fields}
+
+    def _bm25_postings(
+        self, conn: sqlite3.Connection, query: _Bm25Query, filters: Filters | None, k: int
+    ) -> list[tuple[int, float]] | None:
+        """What query.top(k) returns, computed from the postings (sqlite_postings): the same scores, summed in
+        the same order (each table's, then the name bonus); None when a term is a phrase to FTS5."""
+        tokenized = []
+        for table, _, terms in query.searches:
+            tokens = _TOKENIZERS[table].tokens(terms)
+            if any(len(token) != 1 for token in tokens):
+                return None
+            tokenized.append((table, [token[0] for token in tokens]))
+        cache = self._postings_cache(conn)
+        total = np.zeros(cache.size, dtype=np.float64)
+        matched = np.zeros(cache.size, dtype=bool)
+        for table, tokens in tokenized:
+            scores = np.zeros(cache.size, dtype=np.float64)
+            cache.tables[table].score(conn, tokens, scores, matched)
+            total += scores
+        named = query._named()
+        if named:
+            total[named] += query.bonus
+            matched[named] = True
+        mask = _filter_mask(filters, cache.codes, cache.values)
+        return top_rows(total, np.flatnonzero(matched if mask is None else matched & mask), k)
+
+    def _postings_cache(self, conn: sqlite3.Connection) -> _PostingsCache:
+        meta = _read_meta(conn)
+        key = (meta["index_id"], meta["generation"])
+        with self._lock:
+            if self._postings is None or self._postings.key != key:
+                self._postings = _PostingsCache.load(conn, key)
+            return self._postings
 
     @staticmethod
     def _name_bonus(conn: sqlite3.Connection, name: str) -> float:
