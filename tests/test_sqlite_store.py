@@ -15,9 +15,10 @@ from contract_fixtures import DOCS
 
 from docsctl.errors import IndexMissingError, LockedError, StoreError
 from docsctl.models import Chunk, Filters, IndexMeta
-from docsctl.store import sqlite as sqlite_module
 from docsctl.store.sqlite import SCHEMA_VERSION, SqliteStore, fragments
-from docsctl.store.sqlite_postings import top_rows
+from docsctl.store.sqlite import bm25 as bm25_module
+from docsctl.store.sqlite import schema as schema_module
+from docsctl.store.sqlite.postings import top_rows
 
 META = IndexMeta(mapping_version=1, model="test-model", dimension=4)
 
@@ -193,7 +194,7 @@ def test_an_incremental_writer_needs_the_same_meta(path):
 
 
 def test_a_second_writer_is_refused_while_one_runs(path, monkeypatch):
-    monkeypatch.setattr(sqlite_module, "BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr(schema_module, "BUSY_TIMEOUT_MS", 100)
     store = SqliteStore(path)
     build(store, sample())
     with store.writer(META, rebuild=False) as writer:
@@ -319,16 +320,16 @@ def test_concurrent_reads_each_use_their_own_connection(path):
 
 @pytest.mark.parametrize("chimerax_index", ["sqlite"], indirect=True)
 def test_bm25_from_the_best_of_each_table_ranks_exactly_as_scoring_every_match(chimerax_index, shared_dir, monkeypatch):
-    """BM25's top-k from each table's best rows (sqlite._Bm25Query) is an optimization only: on a real
+    """BM25's top-k from each table's best rows (sqlite.bm25._Bm25Query) is an optimization only: on a real
     corpus, for questions full of common words and for lookups, at several depths and with a filter, it
     gives the very ranking and scores of scoring every match, and proves it without scoring every match
     for most of them."""
     questions = [json.loads(line)["query"] for line in (shared_dir / "eval" / "dev.jsonl").read_text().splitlines()]
     queries = [*questions, "color by chain", "Log panel", "open a session file", "surface", "bychain"]
     every_match_calls = []
-    every_match_scores = sqlite_module._Bm25Query.scores
+    every_match_scores = bm25_module._Bm25Query.scores
     monkeypatch.setattr(
-        sqlite_module._Bm25Query, "scores", lambda query: every_match_calls.append(1) or every_match_scores(query)
+        bm25_module._Bm25Query, "scores", lambda query: every_match_calls.append(1) or every_match_scores(query)
     )
     bounded, every_match = SqliteStore(chimerax_index.store.path), SqliteStore(chimerax_index.store.path)
     bounded.bm25_from_postings = False  # FTS5 ranks, from each table's best rows
@@ -349,7 +350,7 @@ def _dev_questions(shared_dir: Path) -> list[str]:
 
 @pytest.mark.parametrize("chimerax_index", ["sqlite"], indirect=True)
 def test_bm25_from_the_postings_gives_fts5s_very_scores(chimerax_index, shared_dir):
-    """BM25 from the postings (docsctl.store.sqlite_postings) recomputes FTS5's bm25(): on a real corpus the
+    """BM25 from the postings (docsctl.store.sqlite.postings) recomputes FTS5's bm25(): on a real corpus the
     same chunks with the same scores, to the last bit, as FTS5 scoring every match: questions, lookups,
     identifiers (the code table), exact names (the bonus), at several depths, with filters."""
     queries = [
@@ -398,9 +399,9 @@ def test_a_term_fts5_reads_as_a_phrase_is_ranked_by_fts5(path, monkeypatch):
     chunks[0].content += " call foo#bar here"
     build(SqliteStore(path), chunks)
     fallbacks = []
-    top = sqlite_module._Bm25Query.top
+    top = bm25_module._Bm25Query.top
     monkeypatch.setattr(
-        sqlite_module._Bm25Query, "top", lambda query, k, **kw: fallbacks.append(k) or top(query, k, **kw)
+        bm25_module._Bm25Query, "top", lambda query, k, **kw: fallbacks.append(k) or top(query, k, **kw)
     )
     store = SqliteStore(path)
     assert [hit.chunk.chunk_id for hit in store.bm25("foo#bar", k=5)][0] == chunks[0].chunk_id
