@@ -53,7 +53,7 @@ from common import (
     pyplot,
     write_result,
 )
-from scale import replicas, whole_documents
+from scale import replicas, settle, whole_documents
 
 from docsctl.embedding import embedder_for
 from docsctl.models import Chunk, Filters
@@ -456,6 +456,7 @@ def dev_opensearch(url: str | None, queries: list[Any]) -> Iterator[dict[str, Ca
         yield {}
         return
     with dev_corpora_index("opensearch", url) as (store, _, _):
+        log(f"  OpenSearch merges settled after {settle(store)} s")
         work = Path(tempfile.mkdtemp(prefix="docsctl-bench-peers-os-"))
         embedder = embedder_for(bench_settings("opensearch", url, work), query_cache_size=0)
         searcher = Searcher(store, embedder)
