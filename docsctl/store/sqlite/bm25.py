@@ -52,6 +52,7 @@ class _PostingsCache:
     key: tuple[str, str]
     tables: dict[str, Postings]
     size: int  # one more than the largest rowid
+    chunks: int  # how many chunks the index holds
     codes: dict[str, np.ndarray]
     values: dict[str, dict[str, int]]
 
@@ -73,7 +74,7 @@ class _PostingsCache:
                 (table.setdefault(row[position], len(table)) for row in rows), dtype=np.int32, count=len(rows)
             )
             values[field] = table
-        return cls(key, tables, size, codes, values)
+        return cls(key, tables, size, len(rows), codes, values)
 
 
 class _Bm25Query:
@@ -140,11 +141,13 @@ class _Bm25Query:
         kth = heapq.nlargest(k, scores.values())
         return scores if len(kth) == k and kth[-1] > unseen else None
 
-    def _named(self) -> list[int]:
+    def _named(self, *, filtered: bool = True) -> list[int]:
+        """The chunks documenting the query as a name; `filtered`: only those the filters allow."""
         if not self.bonus:
             return []
-        sql = f"SELECT DISTINCT chunk FROM chunk_names WHERE name = ?{self.allowed.replace('+rowid', 'chunk')}"
-        return [rowid for (rowid,) in self.conn.execute(sql, [self.name, *self.allowed_params])]
+        allowed, params = (self.allowed, self.allowed_params) if filtered else ("", [])
+        sql = f"SELECT DISTINCT chunk FROM chunk_names WHERE name = ?{allowed.replace('+rowid', 'chunk')}"
+        return [rowid for (rowid,) in self.conn.execute(sql, [self.name, *params])]
 
     def scores(self) -> dict[int, float]:
         """Every matching row's score."""
@@ -180,9 +183,10 @@ def _postings_top(
         scores = np.zeros(cache.size, dtype=np.float64)
         cache.tables[table].score(conn, tokens, scores, matched)
         total += scores
-    named = query._named()
-    if named:
+    mask = _filter_mask(filters, cache.codes, cache.values)
+    # Filtered by the mask, not in SQL: the SQL filter lists every allowed chunk (half the index, say).
+    named = np.asarray(query._named(filtered=False), dtype=np.int64)
+    if len(named):
         total[named] += query.bonus
         matched[named] = True
-    mask = _filter_mask(filters, cache.codes, cache.values)
     return top_rows(total, np.flatnonzero(matched if mask is None else matched & mask), k)

@@ -342,11 +342,13 @@ class SqliteStore:
                 for table, weights, terms in (("fts", PROSE_WEIGHTS, prose), ("fts_code", CODE_WEIGHTS, code))
                 if terms
             ]
-            query = _Bm25Query(conn, searches, name, self._name_bonus(conn, name), allowed)
             ranked = None
             if self.bm25_from_postings and not self.every_bm25_match:
-                ranked = _postings_top(conn, self._postings_cache(conn), query, filters, k)
+                cache = self._postings_cache(conn)
+                query = _Bm25Query(conn, searches, name, self._name_bonus(conn, name, cache.chunks), allowed)
+                ranked = _postings_top(conn, cache, query, filters, k)
             if ranked is None:
+                query = _Bm25Query(conn, searches, name, self._name_bonus(conn, name), allowed)
                 ranked = query.top(k, every_match=self.every_bm25_match)
             chunks = _chunks_in(conn, "c.id", [rowid for rowid, _ in ranked], brief=brief)
         # No highlights here: callers ask page() for the few hits they show (bm25 runs deep for fusion).
@@ -399,14 +401,15 @@ class SqliteStore:
             return self._postings
 
     @staticmethod
-    def _name_bonus(conn: sqlite3.Connection, name: str) -> float:
-        """What the OpenSearch `term` query on names adds: NAME_BOOST x BM25 idf of the name."""
+    def _name_bonus(conn: sqlite3.Connection, name: str, chunks: int | None = None) -> float:
+        """What the OpenSearch `term` query on names adds: NAME_BOOST x BM25 idf of the name; `chunks`: how many
+        the index holds, when known (counting them scans an index: 3-5 ms at 66,000 chunks)."""
         if not name:
             return 0.0
         matching = conn.execute("SELECT count(DISTINCT chunk) FROM chunk_names WHERE name = ?", (name,)).fetchone()[0]
         if not matching:
             return 0.0
-        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        total = chunks if chunks is not None else conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         return NAME_BOOST * math.log(1 + (total - matching + 0.5) / (matching + 0.5))
 
     def _vector_cache(self, conn: sqlite3.Connection) -> _VectorCache:
