@@ -398,7 +398,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
         axis.invert_yaxis()
         axis.set_xlabel("ms per call")
         met = "; ".join(
-            f"{r['docsctl']}/{r['peer']} p95 {r['p95_ratio']} (<= {r['target_p95_ratio']})"
+            f"{r['docsctl'].removeprefix('sqlite_')}/{r['peer']} p95 {r['p95_ratio']} (<= {r['target_p95_ratio']})"
             for r in run["ratios"]
             if "target_p95_ratio" in r
         )
