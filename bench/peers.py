@@ -10,7 +10,7 @@ corpus). The 40 dev queries are embedded once; every system is given those vecto
 every call filters on the query's corpus (source). Rows:
 
   docsctl SQLite hybrid      Searcher.search(limit 10), query embedded (ONNX, no query cache): BM25 + k-NN +
-                             document ranking + fusion, 50 candidates per retriever, then Store.page (the 10
+                             document ranking + fusion, 100 candidates per retriever, then Store.page (the 10
                              hits' chunks whole, highlights) and relabel (the section shown)
   docsctl SQLite hybrid, FTS5 BM25   the same, with BM25 ranked by FTS5 as before this change (same ranking)
   docsctl SQLite bm25        Store.bm25(k 50, brief): what hybrid search asks; and FTS5-ranked as before
@@ -63,10 +63,12 @@ from docsctl.store import open_store
 from docsctl.store.base import Store
 
 LIMIT = 10  # results a hybrid call returns (docsctl shows them with highlights; LanceDB returns rows)
-CANDIDATES = 50  # per retriever: docsctl's Searcher depth at limit 10, LanceDB's per leg
+# Per retriever alone (Store.bm25, Store.knn, LanceDB full-text) and per LanceDB hybrid leg, as issue 21 set
+# them; docsctl's hybrid search asks each retriever for Searcher.candidates (100 since 86061f9).
+CANDIDATES = 50
 # What each row's call does, kept in the table.
 WHAT = {
-    "sqlite_hybrid": "embed + BM25 + k-NN + document ranking + fusion + best section per page + highlights",
+    "sqlite_hybrid": "embed + BM25 + k-NN (100 each) + document ranking + fusion + best section per page + highlights",
     "sqlite_hybrid_fts5": "the same, BM25 ranked by FTS5 (before: same ranking)",
     "sqlite_hybrid_vector_given": "the same with the query's vector given (query cache warm): no embedding",
     "sqlite_embedding": "the query embedding alone (ONNX Runtime, one thread, no cache)",
@@ -77,7 +79,7 @@ WHAT = {
     "sqlite_retrieval": "Searcher.rank: hybrid retrieval and fusion, query embedded, no highlights",
     "sqlite_highlights": "Store.page for the 10 hits: chunks whole + highlights",
     "sqlite_best_section": "relabel of the 10 hits: the section their highlights are in",
-    "opensearch_hybrid": "embed + BM25 + k-NN + document ranking + fusion + best section per page + highlights",
+    "opensearch_hybrid": "embed + BM25 + k-NN (100 each) + document ranking + fusion + best section + highlights",
     "lancedb_hybrid": "vector given + full-text, RRF, 50 per leg: 10 raw chunks, no highlights",
     "lancedb_fts": "LanceDB BM25 top 50 (rows with chunk_id)",
     "chromadb": "dense HNSW with a `where` filter: 10 ids",
@@ -228,7 +230,8 @@ def sqlite_systems(
     pages: dict[int, dict] = {}
 
     def retrieval(i: int) -> None:
-        ranked[i] = searcher.rank(texts[i], "hybrid", CANDIDATES, searcher.effective_filters(filters[i]))[:LIMIT]
+        depth = max(searcher.candidates, LIMIT * 4)  # what Searcher.search asks each retriever for at limit 10
+        ranked[i] = searcher.rank(texts[i], "hybrid", depth, searcher.effective_filters(filters[i]))[:LIMIT]
 
     def highlights(i: int) -> None:
         pages[i] = store.page(texts[i], [hit.chunk.chunk_id for hit in ranked[i]])

@@ -145,6 +145,7 @@ def test_reads_on_a_store_without_index_raise_index_missing(store, embedder):
         lambda: store.doc_hashes("chimerax"),
         lambda: store.list_sources(),
         lambda: store.source_states(),
+        lambda: store.facet_counts(),
         lambda: list(store.iter_chunks()),
     ]
     for read in reads:
@@ -474,6 +475,31 @@ def test_list_sources_counts_documents_chunks_categories_and_versions(filled, ch
         assert info.versions == {v: sum(chunk.version == v for chunk in mine) for v in versions}
         assert info.origin == f"/docs/{source}"
         assert info.last_indexed == "2025-06-02T08:00:00+00:00"
+
+
+def _facets_by_hand(chunks: list[Chunk], keep) -> dict[str, dict[str, int]]:
+    documents: dict[str, dict[str, set[str]]] = {"source": {}, "version": {}, "category": {}}
+    for chunk in chunks:
+        if keep(chunk):
+            for field, values in documents.items():
+                values.setdefault(getattr(chunk, field), set()).add(chunk.doc_id)
+    return {field: {value: len(ids) for value, ids in values.items()} for field, values in documents.items()}
+
+
+@pytest.mark.parametrize(
+    ("filters", "keep"),
+    [
+        (None, lambda chunk: True),
+        (Filters(sources=("panel",)), lambda chunk: chunk.source == "panel"),
+        (Filters(categories=("reference",)), lambda chunk: chunk.category == "reference"),
+        (Filters(pinned_versions=(("panel", "1.5"),)), lambda chunk: chunk.source != "panel" or chunk.version == "1.5"),
+    ],
+)
+def test_facet_counts_count_documents_per_source_version_and_category(filled, chunks, filters, keep):
+    counts = filled.facet_counts(filters)
+    assert counts == _facets_by_hand(chunks, keep)
+    for values in counts.values():  # largest first, then by value
+        assert list(values.items()) == sorted(values.items(), key=lambda item: (-item[1], item[0]))
 
 
 def test_source_states_keep_what_was_recorded(filled):

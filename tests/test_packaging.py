@@ -1,4 +1,4 @@
-"""The package as users install it: mappings inside the wheel, every command documented."""
+"""The package as users install it: mappings and web page files inside the wheel, every command documented."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import typer
 from docsctl.cli.app import app
 
 
-def test_the_wheel_ships_the_index_definitions_and_dashboards(repo_root: Path, tmp_path: Path):
+def test_the_wheel_ships_the_index_definitions_dashboards_and_web_pages(repo_root: Path, tmp_path: Path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "."],
         cwd=repo_root, check=True, capture_output=True,
@@ -25,6 +25,10 @@ def test_the_wheel_ships_the_index_definitions_and_dashboards(repo_root: Path, t
             ("docsctl/dashboards/docsctl.ndjson", "docker/dashboards/docsctl.ndjson"),
         ]:
             assert archive.read(shipped) == (repo_root / source).read_bytes(), shipped
+        web = repo_root / "docsctl" / "server" / "web"
+        for page_file in [*web.glob("templates/*"), *web.glob("static/*")]:
+            shipped = page_file.relative_to(repo_root).as_posix()
+            assert archive.read(shipped) == page_file.read_bytes(), shipped
 
 
 def _commands(group: typer.Typer, prefix: str = "docsctl") -> dict[str, object]:

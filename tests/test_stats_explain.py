@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from docsctl.cli.app import app
 from docsctl.errors import NotFoundError
+from docsctl.indexer.pipeline import SKIPPED_REMEMBERED
 from docsctl.server.explain import explain
 from docsctl.server.search import Searcher, collapse_by_document
 
@@ -73,6 +74,8 @@ def test_stats_reports_counts_size_build_and_last_reindex(chimerax_index):
     assert last["origin"] == str(chimerax_index.root)
     assert last["last_indexed"] and last["versions"][""]["last_indexed"] == last["last_indexed"]
     assert (last["files"], last["skipped"]) == (summary.files_seen, len(summary.skipped))
+    remembered = [(entry["path"], entry["reason"]) for entry in last["versions"][""]["skipped_files"]]
+    assert remembered == summary.skipped[:SKIPPED_REMEMBERED]  # which files were skipped, and why
 
 
 def test_stats_prints_a_table_per_source_and_category(chimerax_index):
@@ -148,17 +151,17 @@ def test_explain_agrees_with_the_search_it_explains(chimerax_index, searchers, t
 def test_a_document_outside_the_candidates_is_said_to_be_so(chimerax_index, searchers):
     searcher = searchers(chimerax_index)
     text = "xylophone quartz"  # in no document: bm25 finds nothing
-    near = {hit.chunk.doc_id for hit in chimerax_index.store.knn(searcher.embedder.encode_query(text), 60)}
+    near = {hit.chunk.doc_id for hit in chimerax_index.store.knn(searcher.embedder.encode_query(text), 150)}
     far = next(c for c in chimerax_index.store.iter_chunks(with_embedding=False) if c.doc_id not in near)
-    why = explain(searcher, text, far.path, depth=60)
+    why = explain(searcher, text, far.path, depth=150)  # deeper than search's own candidates
     assert why.rank is None and why.score is None and why.shown is None
     assert why.retrievers["bm25"].rank is None and why.retrievers["knn"].rank is None
-    assert why.retrievers["knn"].depth == 60
+    assert why.retrievers["knn"].depth == 150
     assert why.matched["fields"] == {}
-    result = invoke(chimerax_index, "explain", text, "--path", far.path, "--depth", "60")
+    result = invoke(chimerax_index, "explain", text, "--path", far.path, "--depth", "150")
     assert result.exit_code == 0, result.output
     assert "not among the" in result.stdout
-    assert result.stdout.count("not in top 60") == 2
+    assert result.stdout.count("not in top 150") == 2
 
 
 def test_explain_command_prints_ranks_scores_and_matched_fields(chimerax_index):

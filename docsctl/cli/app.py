@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from docsctl.cli import dashboards, opensearch, query, reindex, serve, stats, status
+from docsctl.cli import dashboards, opensearch, query, reindex, serve, stats, status, ui
 from docsctl.cli import eval as eval_cli
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app = typer.Typer(
 app.command()(reindex.reindex)
 app.command()(query.query)
 app.command()(serve.serve)
+app.command()(ui.ui)
 app.command()(status.status)
 app.command()(status.sources)
 app.command()(status.export)

@@ -18,6 +18,21 @@ from docsctl.cli.common import (
 )
 
 
+def log_to_stderr(verbose: bool = False) -> None:
+    """How a server logs (serve, ui): on stderr, docsctl's own lines at INFO, libraries' warnings only."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+    logging.getLogger("docsctl").setLevel(logging.INFO)
+    if verbose:
+        logging.getLogger("mcp").setLevel(logging.INFO)
+    else:  # a traceback per retry; the store turns the failure into one clear error anyway
+        logging.getLogger("opensearch").setLevel(logging.ERROR)
+
+
 def serve(
     *,
     transport: Annotated[
@@ -36,21 +51,12 @@ def serve(
     """Serve the documentation tools to AI assistants over MCP (search_docs, lookup, get_chunk, ...).
 
     Loads the model and opens the index once, at start-up; logs go to stderr. It never indexes:
-    build the index first with docsctl reindex PATH.
+    build the index first with docsctl reindex PATH. With --transport http the MCP endpoint is /mcp and
+    the web pages (as docsctl ui serves them) are at /.
 
     Example: claude mcp add docsctl -- docsctl serve
     """
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
-    logging.getLogger("docsctl").setLevel(logging.INFO)
-    if verbose:
-        logging.getLogger("mcp").setLevel(logging.INFO)
-    else:  # a traceback per retry; the store turns the failure into one clear error anyway
-        logging.getLogger("opensearch").setLevel(logging.ERROR)
+    log_to_stderr(verbose)
     with user_errors():
         settings = settings_from(config, opensearch_url, backend, data_dir)
         from docsctl.server.mcp import serve as run_server

@@ -23,15 +23,6 @@ from docsctl.cli.common import (
 console = Console(highlight=False, soft_wrap=True)  # lines stay whole: easy to grep and paste
 
 
-def _size(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
-
-
 def stats(
     *,
     as_json: JsonOption = False,
@@ -47,7 +38,7 @@ def stats(
     """
     with user_errors():
         settings = settings_from(config, opensearch_url, backend, data_dir)
-        from docsctl.server.explain import index_stats
+        from docsctl.server.explain import human_size, index_stats
         from docsctl.store import open_store
 
         info = index_stats(open_store(settings))
@@ -59,7 +50,7 @@ def stats(
         + (f" ({escape(str(info['index']))})" if info["index"] else "")
     )
     console.print(
-        f"{info['documents']} documents, {info['chunks']} chunks, {_size(info['size_bytes'])} on disk · "
+        f"{info['documents']} documents, {info['chunks']} chunks, {human_size(info['size_bytes'])} on disk · "
         f"mapping v{info['mapping_version']} · {escape(info['model'])} ({info['dimension']} dimensions)"
     )
     table = Table("source", "category", "documents", "chunks")

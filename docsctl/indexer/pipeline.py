@@ -317,10 +317,23 @@ def _embed_and_write(run: _Run, chunks: list[Chunk]) -> int:
     return report.written
 
 
-def source_state(previous: dict[str, Any], target: SourceTarget, *, files: int, skipped: int) -> dict[str, Any]:
-    """What the index remembers about a source: where and when each of its versions was indexed from."""
+SKIPPED_REMEMBERED = 100  # files skipped by a run whose path and reason the index keeps (all are counted)
+
+
+def source_state(
+    previous: dict[str, Any], target: SourceTarget, *, files: int, skipped: Sequence[tuple[str, str]]
+) -> dict[str, Any]:
+    """What the index remembers about a source: where and when each of its versions was indexed from, and
+    which files the last run of each version skipped and why (the first SKIPPED_REMEMBERED of them)."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    indexed = {"last_indexed": now, "commit": target.commit, "ref": target.ref, "files": files, "skipped": skipped}
+    indexed = {
+        "last_indexed": now,
+        "commit": target.commit,
+        "ref": target.ref,
+        "files": files,
+        "skipped": len(skipped),
+        "skipped_files": [{"path": path, "reason": reason} for path, reason in skipped[:SKIPPED_REMEMBERED]],
+    }
     return {
         **previous,
         "origin": target.origin or str(target.root),
@@ -373,7 +386,7 @@ def reindex(
                     states.get(target.name, {}),
                     target,
                     files=summary.files_seen - seen_before,
-                    skipped=len(summary.skipped) - skipped_before,
+                    skipped=summary.skipped[skipped_before:],
                 )
                 states[target.name] = state
                 writer.record_source(target.name, state)

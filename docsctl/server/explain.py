@@ -12,6 +12,7 @@ A document missing from a list is reported with rank None ("not in top N").
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,16 @@ FIELD_ORDER = (
 
 
 # -- stats ------------------------------------------------------------------------------------------
+
+
+def human_size(size: int) -> str:
+    """Bytes as people read them: 512 B, 3.4 MB."""
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
 
 
 def last_reindex(state: dict[str, Any]) -> dict[str, Any] | None:
@@ -156,7 +167,7 @@ class Explanation:
     rank: int | None  # in the fused, one-per-document results; None when in neither candidate list
     score: float | None
     fused_total: int  # documents among the fused results
-    list_ranks: dict[str, int]  # the document's rank in each fused list (bm25, knn, and "name" if used)
+    list_ranks: dict[str, int]  # the document's rank in each fused list (bm25, knn, and "document" if used)
     contributions: dict[str, float]  # rrf: weight / (k + rank) per list; they add up to `score`
     shown: Chunk | None  # the chunk a search shows for this document
     retrievers: dict[str, RetrieverRank] = field(default_factory=dict)  # the deep lists
@@ -208,14 +219,24 @@ def explain(
     depth = max(depth, candidates)
     vector = searcher.embedder.encode_query(text)
 
-    def retrieve(retriever: str, k: int) -> list[Hit]:
-        return searcher.retrieve(retriever, text, k, filters, vector)
+    def retrieve(retriever: str, k: int) -> list[Hit]:  # stand-ins, as search() fuses them; whole ones below
+        return searcher.retrieve(retriever, text, k, filters, vector, brief=True)
 
-    # What a first page of `docsctl query` fuses: each retriever's top `candidates` chunks.
-    top = {retriever: retrieve(retriever, candidates) for retriever in RETRIEVERS}
+    # What a first page of `docsctl query` fuses (each retriever's top `candidates` chunks), and each
+    # retriever `depth` deep. The retrievals are independent and each waits on the store: run side by side.
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="docsctl-explain") as pool:
+        pending_top = {retriever: pool.submit(retrieve, retriever, candidates) for retriever in RETRIEVERS}
+        pending_deep = {retriever: pool.submit(retrieve, retriever, depth) for retriever in RETRIEVERS}
+        pending_documents = (
+            pool.submit(searcher.document_ranking, vector, candidates, filters)
+            if searcher.uses_document_ranking(text)
+            else None
+        )
+        top = {retriever: future.result() for retriever, future in pending_top.items()}
+        deep = {retriever: future.result() for retriever, future in pending_deep.items()}
+        documents = pending_documents.result() if pending_documents else []
     ranking = searcher.ranking
     weights = dict(ranking.weights_for(text))
-    documents = searcher.document_ranking(vector, candidates, filters) if searcher.uses_document_ranking(text) else []
     fused = collapse_by_document(searcher.fuse_ranked(text, top["bm25"], top["knn"], True, documents))
     position = next((i for i, hit in enumerate(fused) if hit.chunk.doc_id == doc_id), None)
     hit = fused[position] if position is not None else None
@@ -223,8 +244,13 @@ def explain(
     if hit is not None and ranking.method == "rrf":
         contributions = {name: weights.get(name, 1.0) / (ranking.rrf_k + rank) for name, rank in hit.ranks.items()}
 
-    retrievers = {retriever: rank_in(retriever, retrieve(retriever, depth), doc_id, depth) for retriever in RETRIEVERS}
-    matched_chunk = retrievers["bm25"].chunk or (hit.chunk if hit else None) or document[0]
+    retrievers = {retriever: rank_in(retriever, deep[retriever], doc_id, depth) for retriever in RETRIEVERS}
+    # The few chunks the explanation names, fetched whole (each is one of the document's own).
+    whole = {chunk.chunk_id: chunk for chunk in document}
+    for view in retrievers.values():
+        view.chunk = whole.get(view.chunk.chunk_id, view.chunk) if view.chunk else None
+    shown = whole.get(hit.chunk.chunk_id, hit.chunk) if hit else None
+    matched_chunk = retrievers["bm25"].chunk or shown or document[0]
     matched = store.explain_bm25(text, matched_chunk.chunk_id)
     matched["fields"] = ordered_fields(matched.get("fields", {}))
     return Explanation(
@@ -243,7 +269,7 @@ def explain(
         fused_total=len(fused),
         list_ranks=dict(hit.ranks) if hit else {},
         contributions=contributions,
-        shown=hit.chunk if hit else None,
+        shown=shown,
         retrievers=retrievers,
         matched_chunk=matched_chunk,
         matched=matched,

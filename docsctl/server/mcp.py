@@ -30,6 +30,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from docsctl import __version__
 from docsctl.config import Settings
@@ -339,7 +341,19 @@ def serve(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.
         log.info("serving MCP over stdio")
         app.run("stdio")
         return
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("listening on %s: anyone who can reach this address can query the index", host)
-    log.info("serving MCP over streamable HTTP at http://%s:%d%s", host, port, HTTP_PATH)
-    app.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+    import uvicorn
+
+    from docsctl.server import web
+
+    web.warn_if_public(host)
+    log.info("serving MCP over streamable HTTP at http://%s:%d%s, the web pages at /", host, port, HTTP_PATH)
+    uvicorn.run(http_app(app, searcher, host), host=host, port=port, log_level="warning")
+
+
+def http_app(app: MCPServer, searcher: Searcher, host: str = "127.0.0.1") -> Starlette:
+    """The MCP endpoint at HTTP_PATH and, at every other path, the web pages (docsctl.server.web)."""
+    from docsctl.server import web
+
+    starlette_app = app.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    starlette_app.router.routes.append(Mount("/", app=web.create_app(searcher, host)))
+    return starlette_app

@@ -157,7 +157,8 @@ def document_call(chunk: Chunk, from_chunk: int = 0) -> str:
     return f"get_document({args})"
 
 
-def _url(chunk: Chunk) -> str | None:
+def section_url(chunk: Chunk) -> str | None:
+    """The link to a chunk's section: its document's URL with the section anchor, if the URL has none."""
     if chunk.url and chunk.anchor and "#" not in chunk.url:
         return f"{chunk.url}#{chunk.anchor}"
     return chunk.url
@@ -225,7 +226,7 @@ def _hit_head(rank: int, hit: Hit) -> str:
     lines = [
         f"[{rank}] {_trail(chunk)}",
         f"    {chunk.category} · {_where(chunk)} · lines {chunk.start_line}-{chunk.end_line} · score {hit.score:.4g}",
-        f"    chunk_id: {chunk.chunk_id}" + (f" · url: {_url(chunk)}" if chunk.url else ""),
+        f"    chunk_id: {chunk.chunk_id}" + (f" · url: {section_url(chunk)}" if chunk.url else ""),
     ]
     lines += [f"    match: {_highlight_text(fragment)}" for fragment in hit.highlights[:HIGHLIGHTS_SHOWN]]
     return "\n".join(lines) + "\n"
@@ -403,7 +404,7 @@ def _chunk_ref(chunk: Chunk) -> ChunkRef:
         breadcrumb=list(chunk.breadcrumb),
         start_line=chunk.start_line,
         end_line=chunk.end_line,
-        url=_url(chunk),
+        url=section_url(chunk),
     )
 
 
@@ -493,7 +494,7 @@ def _identity(chunk: Chunk) -> dict[str, Any]:
         "source": chunk.source,
         "version": chunk.version,
         "path": chunk.path,
-        "url": _url(chunk),
+        "url": section_url(chunk),
         "start_line": chunk.start_line,
         "end_line": chunk.end_line,
     }

@@ -19,7 +19,9 @@ from docsctl.store.base import Store
 
 MODES = ("hybrid", "bm25", "knn")
 MAX_LIMIT = 50
-MIN_CANDIDATES = 50
+# Candidates per retriever: 100 ranked better than 50 on every corpus half of both judged sets and both
+# backends (more pages reach fusion from both lists); 200 no better (bench/README.md, "Search quality").
+MIN_CANDIDATES = 100
 VERSIONS_TTL_SECONDS = 30.0
 # Weights per retriever in reciprocal rank fusion: plain fuse() weighs both alike; hybrid search weighs
 # them by the kind of query (see Ranking). Each tuned weight was chosen on one corpus half of the dev

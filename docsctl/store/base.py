@@ -22,6 +22,8 @@ from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 # Chunks of one version of a source ((source, version); version "" is an unversioned source), or of
 # every version of it ((source, None)): what a rebuild replaces rather than copies.
 SourceVersion = tuple[str, str | None]
+# The fields a search can be narrowed by, as Store.facet_counts names them.
+FACETS = ("source", "version", "category")
 
 
 def is_replaced(replaced: Collection[SourceVersion], source: str, version: str) -> bool:
@@ -128,6 +130,12 @@ class Store(Protocol):
     def category_counts(self) -> list[dict[str, Any]]:
         """Documents and chunks per source and category: one {"source", "category", "documents", "chunks"}
         per pair, sorted by source then category."""
+        ...
+
+    def facet_counts(self, filters: Filters | None = None) -> dict[str, dict[str, int]]:
+        """Documents per value of each facet among the chunks matching `filters` (version pins included):
+        {"source": {...}, "version": {...}, "category": {...}}, each value with at least one document,
+        largest first then by value. A document counts once per value its chunks carry."""
         ...
 
     def explain_bm25(self, text: str, chunk_id: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from docsctl.config import Settings
 from docsctl.errors import IndexMissingError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
 from docsctl.store import opensearch_queries as q
-from docsctl.store.base import SourceVersion, WriteReport
+from docsctl.store.base import FACETS, SourceVersion, WriteReport
 from docsctl.store.doc_vectors import CentroidAccumulator
 
 BULK_CHUNK = 200
@@ -539,6 +539,14 @@ class OpenSearchStore:
             for category in source["categories"]["buckets"]
         ]
 
+    def facet_counts(self, filters: Filters | None = None) -> dict[str, dict[str, int]]:
+        aggregations = self._search(_facet_counts_body(filters))["aggregations"]
+        counts = {}
+        for field in FACETS:
+            buckets = [(b["key"], int(b["documents"]["value"])) for b in aggregations[field]["buckets"]]
+            counts[field] = dict(sorted(buckets, key=lambda item: (-item[1], item[0])))
+        return counts
+
     def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
         self._require_index()
         body: dict[str, Any] = {"query": {"match_all": {}}}
@@ -547,6 +555,16 @@ class OpenSearchStore:
         with self._errors():
             for hit in helpers.scan(self.client, index=self.alias, query=body, size=500):
                 yield _from_source(hit["_source"])
+
+
+def _facet_counts_body(filters: Filters | None) -> dict[str, Any]:
+    """Distinct documents per source, version and category among the chunks matching `filters`."""
+    documents = {"documents": {"cardinality": {"field": "doc_id", "precision_threshold": 40000}}}
+    return {
+        "size": 0,
+        "query": {"bool": {"filter": q.filter_clauses(filters)}},
+        "aggs": {field: {"terms": {"field": field, "size": 1000}, "aggs": documents} for field in FACETS},
+    }
 
 
 def _category_counts_body() -> dict[str, Any]:

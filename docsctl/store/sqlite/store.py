@@ -19,6 +19,7 @@ import numpy as np
 
 from docsctl.errors import IndexMissingError, LockedError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+from docsctl.store.base import FACETS
 from docsctl.store.sqlite.bm25 import (
     _VOCABS,
     CODE_FIELDS,
@@ -576,6 +577,20 @@ class SqliteStore:
             {"source": source, "category": category, "documents": documents, "chunks": chunks}
             for source, category, documents, chunks in rows
         ]
+
+    def facet_counts(self, filters: Filters | None = None) -> dict[str, dict[str, int]]:
+        where, params = _filter_sql(filters)
+        with self._reading() as conn:
+            return {
+                field: dict(
+                    conn.execute(
+                        f"SELECT c.{field}, count(DISTINCT c.doc_id) FROM chunks c WHERE 1 = 1{where} "
+                        f"GROUP BY c.{field} ORDER BY 2 DESC, 1",
+                        params,
+                    ).fetchall()
+                )
+                for field in FACETS
+            }
 
     def iter_chunks(self, with_embedding: bool = True) -> Iterator[Chunk]:
         with self._errors():
