@@ -8,6 +8,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -163,7 +164,10 @@ class _Bm25Query:
         return scores
 
 
-_TOKENIZERS = {"fts": QueryTokenizer(PROSE_TOKENIZE), "fts_code": QueryTokenizer(CODE_TOKENIZE)}
+@cache
+def _tokenizer(table: str) -> QueryTokenizer:
+    """The query tokenizer of one FTS5 table, made on first use (importing the store opens nothing)."""
+    return QueryTokenizer({"fts": PROSE_TOKENIZE, "fts_code": CODE_TOKENIZE}[table])
 
 
 def _postings_top(
@@ -173,7 +177,7 @@ def _postings_top(
     the same order (each table's, then the name bonus); None when a term is a phrase to FTS5."""
     tokenized = []
     for table, _, terms in query.searches:
-        tokens = _TOKENIZERS[table].tokens(terms)
+        tokens = _tokenizer(table).tokens(terms)
         if any(len(token) != 1 for token in tokens):
             return None
         tokenized.append((table, [token[0] for token in tokens]))

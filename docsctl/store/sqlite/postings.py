@@ -29,7 +29,7 @@ import numpy as np
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 MIN_IDF = 1e-6
 AVERAGES_ROWID = 1  # FTS5_AVERAGES_ROWID: the %_data record holding the row count and per-column token totals
-MAX_CACHED_POSTINGS = 4_000_000  # (row, frequency) pairs kept per table, about 50 MB; then the cache restarts
+MAX_CACHED_POSTINGS = 4_000_000  # (row, frequency) pairs kept per table, 64 MB at most; then the cache restarts
 MAX_CACHED_TOKENS = 50_000
 
 

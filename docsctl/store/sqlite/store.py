@@ -438,8 +438,10 @@ class SqliteStore:
             if query is None or k <= 0 or not len(cache.ids):
                 return []
             best = _top_rows(_cosines(cache.matrix, query), cache.mask(filters), k)
+            if brief:
+                return [Hit(chunk=cache.brief(row), score=score) for row, score in best]
             ids = [int(cache.ids[row]) for row, _ in best]
-            chunks = _chunks_in(conn, "c.id", ids, brief=brief)
+            chunks = _chunks_in(conn, "c.id", ids)
         scores = [score for _, score in best]
         return [Hit(chunk=chunks[chunk], score=score) for chunk, score in zip(ids, scores, strict=True)]
 
