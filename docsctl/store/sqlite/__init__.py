@@ -38,8 +38,9 @@ At 10,000 chunks of real docs (58 MB file, 2 busy cores): write 1.9 s, rebuild o
 words matching 5,600 chunks: the cost is FTS5 scoring every match); knn 0.3 ms (first call loads
 the matrix: 45 ms); highlight of 10 chunks 1.8 ms. bm25 now sorts each table's matches in SQLite and
 reads only the best of them, with a bound that proves the top k exact (_Bm25Query).
-Since the postings (bench/README.md, "Peers"): bm25 k=50 on the dev questions p50 0.5 ms, p95 5 ms at
-6,640 chunks, 1.3 / 13 ms at 66,400; the first search after a change reads its terms' postings once.
+Since the postings (bench/README.md, "Peers", six runs): bm25 k=50 on the dev questions p50 0.4-0.5 ms,
+p95 0.7-5 ms at 6,640 chunks; 1.1-1.3 / 1.7-13.5 ms at 66,400 (FTS5 ranking: 25-51 / 62-128 ms); the first search
+of a term after a change reads its postings once (as costly as FTS5's own match).
 
 Reads do not share a connection: each takes an idle one (or opens one), so that a search's BM25 runs
 beside its k-NN.
