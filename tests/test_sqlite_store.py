@@ -15,8 +15,10 @@ from contract_fixtures import DOCS
 
 from docsctl.errors import IndexMissingError, LockedError, StoreError
 from docsctl.models import Chunk, Filters, IndexMeta
-from docsctl.store import sqlite as sqlite_module
 from docsctl.store.sqlite import SCHEMA_VERSION, SqliteStore, fragments
+from docsctl.store.sqlite import bm25 as bm25_module
+from docsctl.store.sqlite import schema as schema_module
+from docsctl.store.sqlite.postings import top_rows
 
 META = IndexMeta(mapping_version=1, model="test-model", dimension=4)
 
@@ -192,7 +194,7 @@ def test_an_incremental_writer_needs_the_same_meta(path):
 
 
 def test_a_second_writer_is_refused_while_one_runs(path, monkeypatch):
-    monkeypatch.setattr(sqlite_module, "BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr(schema_module, "BUSY_TIMEOUT_MS", 100)
     store = SqliteStore(path)
     build(store, sample())
     with store.writer(META, rebuild=False) as writer:
@@ -318,18 +320,19 @@ def test_concurrent_reads_each_use_their_own_connection(path):
 
 @pytest.mark.parametrize("chimerax_index", ["sqlite"], indirect=True)
 def test_bm25_from_the_best_of_each_table_ranks_exactly_as_scoring_every_match(chimerax_index, shared_dir, monkeypatch):
-    """BM25's top-k from each table's best rows (sqlite._Bm25Query) is an optimization only: on a real
+    """BM25's top-k from each table's best rows (sqlite.bm25._Bm25Query) is an optimization only: on a real
     corpus, for questions full of common words and for lookups, at several depths and with a filter, it
     gives the very ranking and scores of scoring every match, and proves it without scoring every match
     for most of them."""
     questions = [json.loads(line)["query"] for line in (shared_dir / "eval" / "dev.jsonl").read_text().splitlines()]
     queries = [*questions, "color by chain", "Log panel", "open a session file", "surface", "bychain"]
     every_match_calls = []
-    every_match_scores = sqlite_module._Bm25Query.scores
+    every_match_scores = bm25_module._Bm25Query.scores
     monkeypatch.setattr(
-        sqlite_module._Bm25Query, "scores", lambda query: every_match_calls.append(1) or every_match_scores(query)
+        bm25_module._Bm25Query, "scores", lambda query: every_match_calls.append(1) or every_match_scores(query)
     )
     bounded, every_match = SqliteStore(chimerax_index.store.path), SqliteStore(chimerax_index.store.path)
+    bounded.bm25_from_postings = False  # FTS5 ranks, from each table's best rows
     every_match.every_bm25_match = True
     searches = 0
     for filters in (None, Filters(categories=("commands",))):
@@ -339,3 +342,76 @@ def test_bm25_from_the_best_of_each_table_ranks_exactly_as_scoring_every_match(c
                 assert ranked == [(hit.chunk.chunk_id, hit.score) for hit in every_match.bm25(text, k, filters)], text
                 searches += 1
     assert len(every_match_calls) < 1.2 * searches  # the every-match store's calls, and few fallbacks
+
+
+def _dev_questions(shared_dir: Path) -> list[str]:
+    return [json.loads(line)["query"] for line in (shared_dir / "eval" / "dev.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("chimerax_index", ["sqlite"], indirect=True)
+def test_bm25_from_the_postings_gives_fts5s_very_scores(chimerax_index, shared_dir):
+    """BM25 from the postings (docsctl.store.sqlite.postings) recomputes FTS5's bm25(): on a real corpus the
+    same chunks with the same scores, to the last bit, as FTS5 scoring every match: questions, lookups,
+    identifiers (the code table), exact names (the bonus), at several depths, with filters."""
+    queries = [
+        *_dev_questions(shared_dir),
+        *("color by chain", "Log panel", "open a session file", "surface", "bychain", "the"),
+        *("pn.state.onload", "add_filter RangeSlider", "SelectEditor", "--transparency 50", "color colors coloring"),
+    ]
+    postings, every_match = SqliteStore(chimerax_index.store.path), SqliteStore(chimerax_index.store.path)
+    every_match.every_bm25_match = True
+    for filters in (None, Filters(categories=("commands",)), Filters(categories=("tutorials", "commands"))):
+        for k in (1, 10, 50):
+            for text in queries:
+                ranked = [(hit.chunk.chunk_id, hit.score) for hit in postings.bm25(text, k, filters)]
+                assert ranked == [(hit.chunk.chunk_id, hit.score) for hit in every_match.bm25(text, k, filters)], text
+    assert postings._postings is not None  # the postings answered, not a fallback
+
+
+def test_bm25_postings_follow_every_write(path):
+    """The postings are kept per index generation: an incremental write, a deletion and a rebuild each show
+    in the next search, as FTS5 sees them."""
+    store, every_match = SqliteStore(path), SqliteStore(path)
+    every_match.every_bm25_match = True
+
+    def both(text: str) -> list[str]:
+        found = [hit.chunk.chunk_id for hit in store.bm25(text, k=10)]
+        assert found == [hit.chunk.chunk_id for hit in every_match.bm25(text, k=10)]
+        return found
+
+    build(store, sample())
+    assert both("quartz") == []
+    added = sample("quartz")[:2]
+    with store.writer(META, rebuild=False) as writer:
+        writer.write(added)
+    assert sorted(both("quartz")) == sorted(chunk.chunk_id for chunk in added)
+    with store.writer(META, rebuild=False) as writer:
+        writer.delete_documents([added[0].doc_id])
+    assert added[0].chunk_id not in both("quartz")
+    build(store, sample("zircon"))
+    assert both("quartz") == [] and len(both("zircon")) == 10
+
+
+def test_a_term_fts5_reads_as_a_phrase_is_ranked_by_fts5(path, monkeypatch):
+    """`foo#bar` is one code term to docsctl but two tokens to the code table's tokenizer (a phrase, which
+    the postings do not score): such a query is left to FTS5, with the same answer."""
+    chunks = sample()
+    chunks[0].content += " call foo#bar here"
+    build(SqliteStore(path), chunks)
+    fallbacks = []
+    top = bm25_module._Bm25Query.top
+    monkeypatch.setattr(
+        bm25_module._Bm25Query, "top", lambda query, k, **kw: fallbacks.append(k) or top(query, k, **kw)
+    )
+    store = SqliteStore(path)
+    assert [hit.chunk.chunk_id for hit in store.bm25("foo#bar", k=5)][0] == chunks[0].chunk_id
+    assert fallbacks == [5]
+    store.bm25("call here", k=5)
+    assert fallbacks == [5]
+
+
+def test_top_rows_breaks_ties_by_rowid():
+    scores = np.array([0.0, 2.0, 1.0, 2.0, 2.0, 0.5])
+    assert top_rows(scores, np.array([1, 2, 3, 4, 5]), 2) == [(1, 2.0), (3, 2.0)]
+    assert top_rows(scores, np.array([2, 4, 5]), 5) == [(4, 2.0), (2, 1.0), (5, 0.5)]
+    assert top_rows(scores, np.array([], dtype=np.int64), 3) == []
