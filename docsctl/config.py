@@ -1,6 +1,7 @@
 """Settings, read in one place: defaults < docsctl.toml < DOCSCTL_* environment < CLI flags.
 
-The password is kept out of repr() and never printed; `Settings.describe()` is what may be shown.
+The password and the token are kept out of repr() and never printed; `Settings.describe()` is what
+may be shown.
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ def check_query_runtime(value: str) -> str:
     if value not in QUERY_RUNTIMES:
         raise ConfigError(f"query_runtime must be one of {', '.join(QUERY_RUNTIMES)}, not {value!r}")
     return value
+
+
+def redact_url(url: str) -> str:
+    """`url` fit to show: a password in it (https://user:secret@host) becomes ********."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:********@{host}"
 
 
 def default_cache_dir() -> Path:
@@ -120,6 +130,8 @@ class Settings:
     opensearch_heap_max: str = "1g"
     java_home: str | None = None
     maven_repository: str = "https://repo1.maven.org/maven2"
+    # A bearer token `docsctl serve --transport http` requires of every request (none: no check).
+    token: str | None = field(default=None, repr=False)
     sources: tuple[SourceConfig, ...] = ()
 
     @property
@@ -140,8 +152,11 @@ class Settings:
     def describe(self) -> dict[str, Any]:
         """Settings safe to print: the password is masked."""
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
-        if shown["opensearch_password"]:
-            shown["opensearch_password"] = "********"
+        for secret in ("opensearch_password", "token"):
+            if shown[secret]:
+                shown[secret] = "********"
+        if shown["opensearch_url"]:
+            shown["opensearch_url"] = redact_url(shown["opensearch_url"])
         return {key: str(value) if isinstance(value, Path) else value for key, value in shown.items()}
 
 

@@ -40,6 +40,14 @@ def serve(
     ] = "stdio",
     host: Annotated[str, typer.Option(help="Address to listen on with --transport http.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on with --transport http.")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="With --transport http: a bearer token every request must carry (Authorization: Bearer TOKEN); "
+            "or set DOCSCTL_TOKEN, which keeps it out of the process list.",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log every request and backend retry (on stderr).")
     ] = False,
@@ -58,7 +66,7 @@ def serve(
     """
     log_to_stderr(verbose)
     with user_errors():
-        settings = settings_from(config, opensearch_url, backend, data_dir)
+        settings = settings_from(config, opensearch_url, backend, data_dir, token=token)
         from docsctl.server.mcp import serve as run_server
 
         run_server(settings, transport=transport, host=host, port=port)

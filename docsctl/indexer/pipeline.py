@@ -29,12 +29,15 @@ from docsctl.indexer.lock import reindex_lock
 from docsctl.indexer.site import CrawlProgress, crawl_target, previous_pages
 from docsctl.indexer.sources import UNSUPPORTED, SourceTarget, walk_source
 from docsctl.models import Chunk, ExtractedDoc, IndexMeta, SourceDoc
+from docsctl.phases import checkpoint
 from docsctl.store.base import SourceVersion, Store, StoreWriter, is_replaced
 
 # Bump when extraction or chunking changes what a file turns into: every document is then redone.
 PIPELINE_VERSION = "1"
 EMBED_BATCH = 512  # chunks per embedding batch: 128 padded 11% more tokens (bench/README.md)
 QUEUE_DOCS = 64
+# In a source's state while an incremental run writes it: see reindex().
+UNFINISHED = "unfinished"
 
 ProgressCallback = Callable[[str, int, int], None]  # (source, files done, files total)
 
@@ -193,6 +196,7 @@ class _Run:
                 continue
             finally:
                 self.add_time("extract", time.perf_counter() - started)
+            checkpoint("extract")
             started = time.perf_counter()
             chunks = build_chunks(doc, extracted, doc_hash)
             self.add_time("chunk", time.perf_counter() - started)
@@ -208,6 +212,7 @@ class _Run:
         for chunk, vector in zip(chunks, vectors, strict=True):
             chunk.embedding = vector.tolist()
         self.add_time("embed", time.perf_counter() - started)
+        checkpoint("embed")
         return computed
 
     def flush(self, ready: list[_Ready]) -> None:
@@ -228,6 +233,7 @@ class _Run:
         computed = embedding.result()
         started = time.perf_counter()
         report = self.writer.write(chunks, whole_documents=True)  # a batch holds whole documents
+        checkpoint("write")
         replaced = [item for item in ready if not item.is_new]
         for item in replaced:
             self.writer.delete_documents([item.doc_id], keep_hash=item.content_hash)
@@ -247,10 +253,12 @@ def _produce(items: Iterator[Any], out: queue.Queue) -> None:
 
 
 def _index_source(
-    run: _Run, store: Store, target: SourceTarget, rebuild: bool, progress: ProgressCallback | None
+    run: _Run, store: Store, target: SourceTarget, rebuild: bool, progress: ProgressCallback | None, *, redo: bool
 ) -> None:
     summary = run.summary
     old = {} if rebuild else store.doc_hashes(target.name, target.version)
+    if redo:  # no stored hash can be trusted: every document is written again, and its other chunks deleted
+        old = dict.fromkeys(old, "")
     walked = list(walk_source(target))
     files = [(doc, reason) for doc, reason in walked if reason != UNSUPPORTED]
     summary.ignored += len(walked) - len(files)
@@ -338,6 +346,7 @@ def source_state(
     }
     if target.crawl_state is not None:
         indexed["pages"] = target.crawl_state  # per URL: ETag, Last-Modified, hash, last fetch (a site)
+    previous = {key: value for key, value in previous.items() if key != UNFINISHED}
     return {
         **previous,
         "origin": target.origin or str(target.root),
@@ -390,13 +399,19 @@ def reindex(
             states = store.source_states() if live is not None else {}
             for target in targets:
                 seen_before, skipped_before = summary.files_seen, len(summary.skipped)
+                previous = states.get(target.name, {})
                 if target.site is not None:
-                    previous = {} if full else previous_pages(states.get(target.name, {}), target.version)
-                    target, crawled = crawl_target(target, previous, crawl_progress)
+                    pages = {} if full else previous_pages(previous, target.version)
+                    target, crawled = crawl_target(target, pages, crawl_progress)
                     summary.crawls[target.name] = crawled.stats.to_dict()
-                _index_source(run, store, target, bool(reason), progress)
+                if not reason:
+                    # An incremental run on OpenSearch is live as it writes: a run killed half-way leaves a
+                    # document partly written, or with its old chunks beside its new ones, and then its
+                    # stored hash looks current. Marked until done, such a source is redone in full next time.
+                    writer.record_source(target.name, {**previous, UNFINISHED: True})
+                _index_source(run, store, target, bool(reason), progress, redo=bool(previous.get(UNFINISHED)))
                 state = source_state(
-                    states.get(target.name, {}),
+                    previous,
                     target,
                     files=summary.files_seen - seen_before,
                     skipped=summary.skipped[skipped_before:],

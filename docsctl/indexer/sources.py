@@ -102,7 +102,8 @@ def walk_source(target: SourceTarget) -> Iterator[tuple[SourceDoc, str | None]]:
     root = target.root
     if not root.is_dir():
         raise ConfigError(f"not a folder: {root}")
-    for folder, dirs, files in os.walk(root):
+    real_root = root.resolve()
+    for folder, dirs, files in os.walk(root):  # symlinked folders are not entered: no loops, no way out
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in {"__pycache__", "node_modules"})
         for filename in sorted(files):
             if filename.startswith("."):
@@ -113,16 +114,33 @@ def walk_source(target: SourceTarget) -> Iterator[tuple[SourceDoc, str | None]]:
                 continue
             if target.exclude and _matches(rel, target.exclude):
                 continue
+            real, link_problem = _follow(abs_path, real_root)
             doc = SourceDoc(
                 source=target.name,
                 path=rel,
                 abs_path=abs_path,
                 category=category_for(rel, target.category_rules),
                 version=target.version,
-                url=f"{target.base_url.rstrip('/')}/{rel}" if target.base_url else abs_path.resolve().as_uri(),
+                url=f"{target.base_url.rstrip('/')}/{rel}" if target.base_url else real.as_uri(),
             )
-            supported = abs_path.suffix.lower() in target.suffixes
-            yield doc, _unindexable_reason(abs_path) if supported else UNSUPPORTED
+            if abs_path.suffix.lower() not in target.suffixes:
+                yield doc, UNSUPPORTED
+            else:
+                yield doc, link_problem or _unindexable_reason(abs_path)
+
+
+def _follow(path: Path, real_root: Path) -> tuple[Path, str | None]:
+    """Where `path` really is, and why it is not indexed when it is a symlink that loops, dangles or
+    leads out of the source folder (which would index, and show, a file the source does not hold)."""
+    if not path.is_symlink():
+        return path.absolute(), None
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop, on some Python versions
+        return path.absolute(), f"unreadable: {getattr(exc, 'strerror', None) or exc}"
+    if not real.is_relative_to(real_root):
+        return path.absolute(), "a symlink to a file outside the source folder"
+    return real, None
 
 
 def _unindexable_reason(path: Path) -> str | None:

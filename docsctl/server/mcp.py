@@ -30,8 +30,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
-from starlette.applications import Starlette
 from starlette.routing import Mount
+from starlette.types import ASGIApp
 
 from docsctl import __version__
 from docsctl.config import Settings
@@ -46,6 +46,7 @@ from docsctl.errors import (
 )
 from docsctl.models import Chunk, Filters
 from docsctl.server import results
+from docsctl.server.http import HTTP_PATH, LOCAL_HOSTS, BearerTokenMiddleware
 from docsctl.server.results import (
     DEFAULT_MAX_CHARS,
     MAX_MAX_CHARS,
@@ -64,7 +65,6 @@ log = logging.getLogger("docsctl.mcp")
 TOOL_TIMEOUT_S = 30.0
 TRANSPORTS = ("stdio", "http")
 DEFAULT_PORT = 8765
-HTTP_PATH = "/mcp"
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 INSTRUCTIONS = """\
@@ -343,17 +343,22 @@ def serve(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.
         return
     import uvicorn
 
-    from docsctl.server import web
-
-    web.warn_if_public(host)
+    if host not in LOCAL_HOSTS:
+        log.warning(
+            "listening on %s: the server is reachable from the network, and anyone who can reach it can query "
+            "the index%s",
+            host,
+            "" if settings.token else " (set a token: --token or DOCSCTL_TOKEN)",
+        )
     log.info("serving MCP over streamable HTTP at http://%s:%d%s, the web pages at /", host, port, HTTP_PATH)
-    uvicorn.run(http_app(app, searcher, host), host=host, port=port, log_level="warning")
+    uvicorn.run(http_app(app, searcher, host, token=settings.token), host=host, port=port, log_level="warning")
 
 
-def http_app(app: MCPServer, searcher: Searcher, host: str = "127.0.0.1") -> Starlette:
-    """The MCP endpoint at HTTP_PATH and, at every other path, the web pages (docsctl.server.web)."""
+def http_app(app: MCPServer, searcher: Searcher, host: str = "127.0.0.1", *, token: str | None = None) -> ASGIApp:
+    """The MCP endpoint at HTTP_PATH and, at every other path, the web pages (docsctl.server.web); with a
+    token, all of it behind the bearer token check (docsctl.server.http)."""
     from docsctl.server import web
 
     starlette_app = app.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
     starlette_app.router.routes.append(Mount("/", app=web.create_app(searcher, host)))
-    return starlette_app
+    return BearerTokenMiddleware(starlette_app, token) if token else starlette_app

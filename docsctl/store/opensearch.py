@@ -31,9 +31,10 @@ from typing import Any
 from opensearchpy import OpenSearch, helpers
 from opensearchpy import exceptions as os_errors
 
-from docsctl.config import Settings
-from docsctl.errors import IndexMissingError, NotFoundError, StoreError
+from docsctl.config import Settings, redact_url
+from docsctl.errors import ConfigError, IndexMissingError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+from docsctl.phases import checkpoint
 from docsctl.store import opensearch_queries as q
 from docsctl.store.base import FACETS, SourceVersion, WriteReport
 from docsctl.store.doc_vectors import CentroidAccumulator
@@ -142,6 +143,18 @@ def matched_fields(explanation: dict[str, Any]) -> dict[str, list[str]]:
     return fields
 
 
+# Root causes of a search OpenSearch refuses for its size: about 100 distinct words of query text.
+TOO_MANY_CLAUSES = {"too_many_nested_clauses", "too_many_clauses"}
+
+
+def _root_cause(exc: os_errors.TransportError) -> str:
+    """The type of the first root cause OpenSearch gives for a failed request ("" when there is none)."""
+    error = exc.info.get("error") if isinstance(exc.info, dict) else None
+    causes = error.get("root_cause") if isinstance(error, dict) else None
+    first = causes[0] if isinstance(causes, list) and causes and isinstance(causes[0], dict) else {}
+    return str(first.get("type", ""))
+
+
 def _tls_problem(exc: Exception) -> str:
     """The SSL library's words from a wrapped TLS failure, e.g. `[SSL: CERTIFICATE_VERIFY_FAILED] ...`."""
     text = str(getattr(exc, "info", None) or exc)
@@ -166,6 +179,11 @@ class OpenSearchStore:
     @property
     def url(self) -> str:
         return self.settings.opensearch_url or "http://127.0.0.1:9200"
+
+    @property
+    def shown_url(self) -> str:
+        """The URL for messages and status: without a password it may hold."""
+        return redact_url(self.url)
 
     @property
     def runs_index(self) -> str:
@@ -199,33 +217,43 @@ class OpenSearchStore:
             )
         return self._client
 
+    def _missing(self) -> IndexMissingError:
+        return IndexMissingError(f"no index '{self.alias}' at {self.shown_url} yet: run `docsctl reindex PATH` first")
+
     @contextmanager
     def _errors(self, missing_ok: bool = False) -> Iterator[None]:
         try:
             yield
         except os_errors.SSLError as exc:
             raise StoreError(
-                f"TLS with OpenSearch at {self.url} failed: {_tls_problem(exc)} (check opensearch_ca_file "
+                f"TLS with OpenSearch at {self.shown_url} failed: {_tls_problem(exc)} (check opensearch_ca_file "
                 "and opensearch_verify)"
             ) from None
         except os_errors.ConnectionError:
             raise StoreError(
-                f"cannot reach OpenSearch at {self.url}: start a node with `docsctl opensearch up` "
+                f"cannot reach OpenSearch at {self.shown_url}: start a node with `docsctl opensearch up` "
                 "or set DOCSCTL_OPENSEARCH_URL"
             ) from None
         except os_errors.AuthenticationException:
-            raise StoreError(f"OpenSearch at {self.url} refused the credentials (check opensearch_user)") from None
+            raise StoreError(
+                f"OpenSearch at {self.shown_url} refused the credentials (check opensearch_user)"
+            ) from None
         except os_errors.NotFoundError as exc:
             if missing_ok:
                 return
             if "index_not_found" in str(exc.error):
-                raise IndexMissingError(
-                    f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first"
-                ) from None
+                raise self._missing() from None
             raise NotFoundError(f"not found: {exc.info}") from None
         except os_errors.TransportError as exc:
+            if _root_cause(exc) in TOO_MANY_CLAUSES:  # the query's fault, not the cluster's
+                raise ConfigError(
+                    "the query has too many distinct words for OpenSearch (its limit of 1,024 clauses): "
+                    "search with its key terms"
+                ) from None
             reason = exc.info.get("error", {}).get("reason") if isinstance(exc.info, dict) else None
-            raise StoreError(f"OpenSearch at {self.url} answered {exc.status_code}: {reason or exc.error}") from None
+            raise StoreError(
+                f"OpenSearch at {self.shown_url} answered {exc.status_code}: {reason or exc.error}"
+            ) from None
 
     # -- index management -------------------------------------------------------------------------
 
@@ -310,6 +338,9 @@ class OpenSearchStore:
     @contextmanager
     def writer(self, meta: IndexMeta, *, rebuild: bool) -> Iterator[_Writer]:
         live = self._live_index()
+        for leftover in self._physical_indices():
+            if leftover != live:  # of a rebuild that was killed or lost the node; the reindex lock says none runs
+                self._delete_index(leftover)
         if live is not None and not rebuild:
             writer = _Writer(self, live, live_index=None, dimension=meta.dimension)
             try:
@@ -320,19 +351,18 @@ class OpenSearchStore:
                     self.client.indices.refresh(index=live)
             self._record_runs(writer.runs)
             return
-        for leftover in self._physical_indices():
-            if leftover != live:  # a rebuild that was killed; the reindex lock says none is running
-                self._delete_index(leftover)
         new = self._create_index(meta)
         writer = _Writer(self, new, live_index=live, dimension=meta.dimension)
         try:
             yield writer
             writer.write_centroids()
             self._finish_build(new, writer.stored)
+            checkpoint("swap")
             self._swap_alias(new, live)
         except BaseException:
             self._delete_index(new)
             raise
+        checkpoint("swapped")
         if live:
             self._delete_index(live)
         self._record_runs(writer.runs)
@@ -362,7 +392,13 @@ class OpenSearchStore:
             with self._errors():
                 stats = self.client.indices.stats(index=live, metric="store")
             size = int(stats["indices"][live]["total"]["store"]["size_in_bytes"])
-        return {"backend": self.backend, "location": self.url, "alias": self.alias, "index": live, "size_bytes": size}
+        return {
+            "backend": self.backend,
+            "location": self.shown_url,
+            "alias": self.alias,
+            "index": live,
+            "size_bytes": size,
+        }
 
     def drop(self) -> None:
         for index in self._physical_indices():
@@ -436,7 +472,7 @@ class OpenSearchStore:
 
     def _require_index(self) -> None:
         if self._live_index() is None:
-            raise IndexMissingError(f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first")
+            raise self._missing()
 
     # -- documents --------------------------------------------------------------------------------
 
@@ -504,7 +540,7 @@ class OpenSearchStore:
     def source_states(self) -> dict[str, dict[str, Any]]:
         live = self._live_index()
         if live is None:
-            raise IndexMissingError(f"no index '{self.alias}' at {self.url} yet: run `docsctl reindex PATH` first")
+            raise self._missing()
         return dict(self._meta_of(live).get("sources", {}))
 
     def list_sources(self) -> list[SourceInfo]:

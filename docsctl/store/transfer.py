@@ -1,7 +1,10 @@
 """Moving an index between backends as JSON Lines, vectors included, so nothing is re-embedded.
 
-Line 1 is a header: {"docsctl_export": 1, "model": ..., "dimension": ..., "mapping_version": ...};
-then one {"source_state": name, "state": {...}} line per source, then one chunk object per line.
+Line 1 is a header: {"docsctl_export": 2, "model": ..., "dimension": ..., "mapping_version": ...};
+then one {"source_state": name, "state": {...}} line per source, then one chunk object per line, then
+{"docsctl_export_end": <chunks>}. Without that last line a file cut at a line end (a full disk, an
+interrupted copy) would import as a smaller index; version 1 files, written before it existed, still
+import without the check.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from docsctl.errors import ConfigError, StoreError
 from docsctl.models import Chunk, IndexMeta
 from docsctl.store.base import Store
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+END = "docsctl_export_end"
 BATCH = 500
 
 
@@ -33,27 +38,52 @@ def export_index(store: Store, out: IO[str]) -> int:
     for chunk in store.iter_chunks(with_embedding=True):
         out.write(json.dumps(chunk.to_dict(with_embedding=True), ensure_ascii=False) + "\n")
         count += 1
+    out.write(json.dumps({END: count}) + "\n")
     return count
 
 
 def _read(path: Path) -> tuple[dict[str, Any], Iterator[tuple[int, dict[str, Any]]]]:
-    handle = path.open(encoding="utf-8")
+    """The header, and the rows after it; every problem is a ConfigError naming the line."""
+    handle = path.open(encoding="utf-8", errors="replace")  # bytes that are not UTF-8 fail as bad JSON
     try:
         header = json.loads(handle.readline() or "null")
     except json.JSONDecodeError:
         header = None
-    if not isinstance(header, dict) or header.get("docsctl_export") != FORMAT_VERSION:
+    if not isinstance(header, dict) or header.get("docsctl_export") not in READABLE_VERSIONS:
         handle.close()
         raise ConfigError(f"{path} is not a docsctl export (its first line is not a docsctl_export header)")
+    try:
+        int(header["dimension"]), str(header["model"])
+    except (KeyError, TypeError, ValueError):
+        handle.close()
+        raise ConfigError(f"{path}: its header lacks the model or the vector dimension") from None
+    checked = header["docsctl_export"] >= 2
 
     def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        chunks, end = 0, None
         with handle:
             for number, line in enumerate(handle, start=2):
-                if line.strip():
-                    try:
-                        yield number, json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise ConfigError(f"{path}:{number}: not JSON ({exc.msg})") from None
+                if not line.strip():
+                    continue
+                if end is not None:
+                    raise ConfigError(f"{path}:{number}: more lines after the end line")
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"{path}:{number}: not JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise ConfigError(f"{path}:{number}: not a JSON object")
+                if END in row:
+                    end = row[END]
+                    continue
+                chunks += "source_state" not in row
+                yield number, row
+        if checked and end != chunks:
+            raise ConfigError(
+                f"{path} is incomplete: it ends after {chunks} chunks without its end line (truncated?)"
+                if end is None
+                else f"{path} is incomplete: its end line counts {end} chunks, it holds {chunks}"
+            )
 
     return header, rows()
 
@@ -76,12 +106,7 @@ def import_index(store: Store, path: Path) -> tuple[int, list[str]]:
             if "source_state" in row:
                 states[row["source_state"]] = row.get("state", {})
                 continue
-            try:
-                chunk = Chunk.from_dict(row)
-            except TypeError as exc:
-                raise ConfigError(f"{path}:{number}: not a chunk ({exc})") from None
-            if not chunk.embedding or len(chunk.embedding) != meta.dimension:
-                raise ConfigError(f"{path}:{number}: chunk {chunk.chunk_id} has no {meta.dimension}-d vector")
+            chunk = _chunk(row, path, number, meta.dimension)
             sources.add(chunk.source)
             pending.append(chunk)
             if len(pending) >= BATCH:
@@ -101,6 +126,29 @@ def import_index(store: Store, path: Path) -> tuple[int, list[str]]:
         for source in sources:
             writer.record_source(source, states.get(source, {}))
     return written, sorted(sources)
+
+
+# Fields a chunk must have, with their type: anything else in a file would reach the store as is.
+_REQUIRED = {
+    **dict.fromkeys(("chunk_id", "doc_id", "source", "path", "title", "section", "category", "doc_type"), str),
+    **dict.fromkeys(("content", "content_hash"), str),
+    "breadcrumb": list,
+    "chunk_index": int,
+    "embedding": list,
+}
+
+
+def _chunk(row: dict[str, Any], path: Path, number: int, dimension: int) -> Chunk:
+    wrong = [name for name, kind in _REQUIRED.items() if not isinstance(row.get(name), kind)]
+    if wrong:
+        raise ConfigError(f"{path}:{number}: not a chunk (missing or mistyped: {', '.join(wrong)})")
+    vector = row["embedding"]
+    if len(vector) != dimension or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
+        raise ConfigError(f"{path}:{number}: chunk {row['chunk_id']} has no {dimension}-d vector of numbers")
+    try:
+        return Chunk.from_dict(row)
+    except TypeError as exc:
+        raise ConfigError(f"{path}:{number}: not a chunk ({exc})") from None
 
 
 def _write(writer, chunks: list[Chunk]) -> int:  # noqa: ANN001 - a StoreWriter

@@ -126,6 +126,16 @@ def _chunk_from_row(row: Sequence[Any], embedding: bytes | None = None) -> Chunk
     return Chunk(**data)
 
 
+def _disk_full(path: Path, exc: sqlite3.Error) -> StoreError | None:
+    """A write that ran out of space (or past the file size limit): the transaction was rolled back."""
+    if getattr(exc, "sqlite_errorname", "") != "SQLITE_FULL":
+        return None
+    return StoreError(
+        f"no space left to write {path} ({exc}): the index in use is unchanged; free space on "
+        f"{path.parent} and run again"
+    )
+
+
 def _not_an_index(path: Path, reason: str) -> StoreError:
     return StoreError(
         f"{path} is not a docsctl index ({reason}); it was left untouched. Move it away, or replace it "

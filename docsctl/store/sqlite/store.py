@@ -19,6 +19,7 @@ import numpy as np
 
 from docsctl.errors import IndexMissingError, LockedError, NotFoundError, StoreError
 from docsctl.models import Chunk, Filters, Hit, IndexMeta, SourceInfo, Vector
+from docsctl.phases import checkpoint
 from docsctl.store.base import FACETS
 from docsctl.store.sqlite.bm25 import (
     _VOCABS,
@@ -45,6 +46,7 @@ from docsctl.store.sqlite.schema import (
     _chunk_from_row,
     _chunks_in,
     _connect,
+    _disk_full,
     _marks,
     _not_an_index,
     _now,
@@ -97,6 +99,8 @@ class SqliteStore:
         try:
             yield
         except sqlite3.Error as exc:
+            if full := _disk_full(self.path, exc):
+                raise full from None
             if getattr(exc, "sqlite_errorname", "") in {"SQLITE_NOTADB", "SQLITE_CORRUPT"}:
                 raise _not_an_index(self.path, str(exc)) from None
             if getattr(exc, "sqlite_errorname", "") in {"SQLITE_BUSY", "SQLITE_LOCKED"}:
@@ -283,7 +287,9 @@ class SqliteStore:
                 yield _SqliteWriter(conn, building, meta, live=self.path if live_is_index else None)
                 with self._errors():
                     conn.execute("COMMIT")
+                    checkpoint("swap")
                     self._swap_in(conn, building)
+                    checkpoint("swapped")
             finally:
                 conn.close()
         finally:

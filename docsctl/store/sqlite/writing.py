@@ -22,6 +22,7 @@ from docsctl.store.sqlite.schema import (
     _batched,
     _chunk_from_row,
     _connect,
+    _disk_full,
     _marks,
     _now,
     _read_meta,
@@ -64,7 +65,7 @@ class _SqliteWriter:
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot write {self._path}: {exc}") from None
+            raise _disk_full(self._path, exc) or StoreError(f"cannot write {self._path}: {exc}") from None
 
     def write(self, chunks: Iterable[Chunk], *, whole_documents: bool = False) -> WriteReport:
         # Document vectors are derived when the vectors are loaded for reading: nothing to do here.
