@@ -24,6 +24,14 @@ def ui(
         str, typer.Option(help="Address to listen on; other than 127.0.0.1, anyone reaching it can search.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8766,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="A token every request must carry: a browser opens /?token=TOKEN once (a cookie keeps it), a "
+            "program sends Authorization: Bearer TOKEN. Or set DOCSCTL_TOKEN.",
+            show_default=False,
+        ),
+    ] = None,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the search page in the default browser.")] = False,
     config: ConfigOption = None,
     opensearch_url: UrlOption = None,
@@ -41,7 +49,7 @@ def ui(
         fail(f"port must be between 1 and 65535, not {port}")
     log_to_stderr()
     with user_errors():
-        settings = settings_from(config, opensearch_url, backend, data_dir)
+        settings = settings_from(config, opensearch_url, backend, data_dir, token=token)
         from docsctl.server.web import serve
 
         serve(settings, host=host, port=port, open_browser=open_browser)

@@ -91,3 +91,19 @@ def test_a_public_address_is_warned_about(settings, tmp_path):
         assert "search_docs" in _tools(url)
     text = log.read_text()
     assert "reachable from the network" in text and "--token or DOCSCTL_TOKEN" in text, text
+
+
+def test_a_browser_gives_the_token_once_and_keeps_it_in_a_cookie(settings, tmp_path):
+    """A page load cannot carry an Authorization header: /?token=T sets an HttpOnly cookie and redirects to the
+    same address without the token; the cookie then opens the web pages, and a wrong token opens nothing."""
+    with http_server(settings, tmp_path / "serve.log", DOCSCTL_TOKEN="s3cret-token") as (url, _):
+        root = url.rsplit("/", 1)[0]
+        assert httpx.get(root + "/?q=color&token=wrong").status_code == 401
+        given = httpx.get(root + "/?q=color&token=s3cret-token", follow_redirects=False)
+        assert given.status_code == 303 and given.headers["location"] == "/?q=color"
+        cookie = given.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        with httpx.Client(base_url=root, cookies=given.cookies) as browser:
+            page = browser.get("/?q=color")
+            assert page.status_code == 200 and "color" in page.text
+        assert httpx.get(root + "/?q=color", cookies={"docsctl_token": "wrong"}).status_code == 401

@@ -31,6 +31,7 @@ from docsctl.config import Settings
 from docsctl.errors import ConfigError, DocsctlError, IndexMissingError, NotFoundError
 from docsctl.models import Filters
 from docsctl.server import explain as explaining
+from docsctl.server.http import BearerTokenMiddleware
 from docsctl.server.search import MODES, Searcher
 from docsctl.server.web import views
 
@@ -274,7 +275,10 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = DEFAULT_PO
     log.info("serving the web pages at %s", url)
     if open_browser:
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
-    uvicorn.run(create_app(searcher, host), host=host, port=port, log_level="warning")
+    app: ASGIApp = create_app(searcher, host)
+    if settings.token:
+        app = BearerTokenMiddleware(app, settings.token)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def warn_if_public(host: str) -> None:
