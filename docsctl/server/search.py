@@ -140,7 +140,7 @@ def fuse_documents(
 
     `doc_rankings` are further rankings of document ids, best first, weighted by `weights[name]` (one the
     weights give no share is left out); only documents among the candidates are ranked
-    (bench/doc_vectors.py measures one such ranking).
+    (bench/quality.py measures the centroid ranking's weight).
     """
     weights = weights or FUSION_WEIGHTS
     best: dict[str, tuple[Hit, Fused]] = {}  # each document's best chunk in chunk-level fusion, in that order
@@ -176,8 +176,8 @@ class Ranking:
 
     A lookup (a name or identifier, see is_keyword_query) fuses BM25 and k-NN alike, `keyword_weights`;
     a question in plain words, `weights`, counts BM25 at half (its common words match everywhere) and adds
-    the ranking of whole pages by meaning. The two tuned weights held on both corpus halves of the dev
-    queries and of bench/queries/own.jsonl when chosen on the other half (bench/README.md).
+    the ranking of whole pages by meaning. The two tuned weights were chosen on one corpus half of the dev
+    queries and judged on the other, and on bench/queries/own.jsonl, never tuned on (bench/README.md).
     """
 
     method: str = "rrf"  # rrf | minmax (see docsctl.server.fusion)
