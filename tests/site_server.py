@@ -33,6 +33,8 @@ MISBEHAVING = {
     MISC + "huge.html": "larger than 10 MB",  # 50 MB, streamed without a Content-Length
     MISC + "binary.html": "binary content served as text/html",
     MISC + "slow.html": "timed out after 3 attempts",  # trickles a byte per 0.1 s for 5 s
+    MISC + "away.html": "redirected to {url}/user/tools/basicactions.html, out of scope",  # the target: never requested
+    MISC + "scheme.html": "redirected to a non-web URL",  # to ftp://
 }
 # Pages of other kinds, each indexed once under the path given (None: not indexed on its own)
 EXTRAS = {
@@ -251,6 +253,13 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Location", "loop.html")
                 self.end_headers()
                 return 301
+            if name in {"away.html", "scheme.html"}:
+                self.send_response(302)
+                self.send_header(
+                    "Location", "/user/tools/basicactions.html" if name == "away.html" else "ftp://x.invalid/f"
+                )
+                self.end_headers()
+                return 302
             if name == "moved.html":
                 self.send_response(301)
                 self.send_header("Location", "/user/commands/color.html")

@@ -130,7 +130,7 @@ def test_a_site_is_crawled_politely_and_recrawled_cheaply(site: SiteServer, craw
     skipped = skipped_reasons(summary)
     for path, reason in MISBEHAVING.items():
         if reason:
-            assert reason in skipped.pop(path.lstrip("/")), path
+            assert reason.format(url=site.url) in skipped.pop(path.lstrip("/")), path
     assert not skipped, skipped
     crawled = summary.crawls["site"]
     # misc/private/ is disallowed; misc/moved.html redirects to color.html, a twin, alias.html's canonical

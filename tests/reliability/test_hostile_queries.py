@@ -126,6 +126,37 @@ def test_hostile_text_through_query_and_explain(sample_index):
     check()
 
 
+def test_hostile_text_through_the_web_pages(sample_indexes, backend):
+    """The search and explain pages: an answer (200) or a one-sentence 400 page, never a 500 or an engine error."""
+    from starlette.testclient import TestClient
+
+    from docsctl.embedding import embedder_for
+    from docsctl.server.search import Searcher
+    from docsctl.server.web.app import create_app
+    from docsctl.store import open_store
+
+    settings_ = sample_indexes(backend)
+    client = TestClient(
+        create_app(Searcher(open_store(settings_), embedder_for(settings_))), base_url="http://127.0.0.1"
+    )
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(text=QUERY_TEXT.map(lambda text: text[:2000]))  # a URL, not a POST body: browsers and servers cap it
+    def check(text: str) -> None:
+        for page, params in (
+            ("/", {"q": text}),
+            ("/", {"q": text, "mode": "bm25", "category": text[:20]}),
+            ("/explain", {"q": text, "path": "commands/reindex.md"}),
+        ):
+            answer = client.get(page, params=params)
+            assert answer.status_code in (200, 400), (page, text[:80], answer.status_code)
+            if answer.status_code == 400:  # a 200 page shows documents, whose text may say anything
+                assert not _leaks(answer.text, text), (page, text[:80])
+
+    check()
+    assert client.get("/", params={"q": "rebuild the index"}).status_code == 200  # and it keeps serving
+
+
 # -- MCP arguments ---------------------------------------------------------------------------------
 
 BAD_ARGUMENTS = [
