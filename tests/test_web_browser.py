@@ -28,7 +28,7 @@ from urllib.parse import quote, urlencode
 import pytest
 from corpus_fixtures import BACKENDS, backend_settings, index_folder, settings_env
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -184,6 +184,15 @@ class Page:
     def focused(self):
         return self.driver.switch_to.active_element
 
+    def focus_arrives_on(self, element_id: str, timeout: float = 10) -> bool:
+        """Whether the element gets the focus: autofocus is applied after the page is parsed, which a busy
+        machine can delay past the moment `main` is present."""
+        try:
+            WebDriverWait(self.driver, timeout).until(lambda _: self.focused().get_attribute("id") == element_id)
+        except TimeoutException:
+            return False
+        return True
+
     def alert_shown(self) -> bool:
         try:
             self.driver.switch_to.alert.dismiss()
@@ -197,7 +206,7 @@ class Page:
 
 def test_search_then_a_facet_click_then_the_next_page(page: Page):
     page.open("/")
-    assert page.focused().get_attribute("id") == "q", "the search box has the focus on arrival"
+    assert page.focus_arrives_on("q"), "the search box has the focus on arrival"
     page.focused().send_keys("color", Keys.ENTER)
     page.wait_for("#summary")
     hits = page.all("li.hit")
@@ -224,6 +233,7 @@ def test_search_then_a_facet_click_then_the_next_page(page: Page):
 
 def test_keyboard_alone_searches_and_opens_a_result(page: Page):
     page.open("/")
+    assert page.focus_arrives_on("q")
     page.focused().send_keys("surface color by chain", Keys.ENTER)
     page.wait_for("#summary")
     body = page.one("body")
@@ -246,6 +256,7 @@ def test_keyboard_alone_searches_and_opens_a_result(page: Page):
 
 def test_search_as_you_type_updates_results_and_the_address(page: Page):
     page.open("/")
+    assert page.focus_arrives_on("q")
     page.focused().send_keys("transparency")
     page.wait_for("#summary")
     WebDriverWait(page.driver, 10).until(lambda driver: "q=transparency" in driver.current_url)
