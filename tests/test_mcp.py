@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
+from processes import stop
 
 from docsctl.server.results import document_pieces, join_chunks
 from docsctl.store import open_store
@@ -405,11 +406,6 @@ def test_streamable_http_serves_the_same_tools(chimerax_index, tmp_path, unused_
         finally:
             session.close()
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process)
     assert process.stdout is not None and process.stdout.read() == b"", "logs go to stderr"
     process.stdout.close()

@@ -27,6 +27,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 from corpus_fixtures import BACKENDS, backend_settings, index_folder, settings_env
+from processes import stop
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.chrome.service import Service
@@ -100,11 +101,7 @@ def web_server(
         _wait_until_up(url, process, log)
         yield WebServer(backend, url)
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process, timeout=10)
         open_store(settings).drop()
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from corpus_fixtures import BACKENDS, settings_env
+from processes import stop
 
 from docsctl.config import Settings, default_cache_dir, load_settings
 from docsctl.store import open_store
@@ -278,9 +279,4 @@ def http_server(
             time.sleep(0.2)
         yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
