@@ -93,6 +93,14 @@ DataDirOption = Annotated[
     Path | None, typer.Option("--data-dir", help="Where the embedded index, caches and node data live.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Over HTTP: a token every request must carry. Programs send Authorization: Bearer TOKEN; a browser "
+        "opens /?token=TOKEN once (a cookie keeps it). Or set DOCSCTL_TOKEN, which keeps it out of the process list.",
+        show_default=False,
+    ),
+]
 
 
 def settings_from(

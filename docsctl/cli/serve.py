@@ -12,6 +12,7 @@ from docsctl.cli.common import (
     BackendOption,
     ConfigOption,
     DataDirOption,
+    TokenOption,
     UrlOption,
     settings_from,
     user_errors,
@@ -40,14 +41,7 @@ def serve(
     ] = "stdio",
     host: Annotated[str, typer.Option(help="Address to listen on with --transport http.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on with --transport http.")] = 8765,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            help="With --transport http: a bearer token every request must carry (Authorization: Bearer TOKEN); "
-            "or set DOCSCTL_TOKEN, which keeps it out of the process list.",
-            show_default=False,
-        ),
-    ] = None,
+    token: TokenOption = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log every request and backend retry (on stderr).")
     ] = False,

@@ -10,6 +10,7 @@ from docsctl.cli.common import (
     BackendOption,
     ConfigOption,
     DataDirOption,
+    TokenOption,
     UrlOption,
     fail,
     settings_from,
@@ -24,14 +25,7 @@ def ui(
         str, typer.Option(help="Address to listen on; other than 127.0.0.1, anyone reaching it can search.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8766,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            help="A token every request must carry: a browser opens /?token=TOKEN once (a cookie keeps it), a "
-            "program sends Authorization: Bearer TOKEN. Or set DOCSCTL_TOKEN.",
-            show_default=False,
-        ),
-    ] = None,
+    token: TokenOption = None,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the search page in the default browser.")] = False,
     config: ConfigOption = None,
     opensearch_url: UrlOption = None,
