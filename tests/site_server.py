@@ -47,6 +47,14 @@ LLMS_ONLY = MISC + "notes.md"  # linked from llms.txt alone, served as text/mark
 NEGOTIATED = MISC + "negotiated.html"  # Markdown to a request that prefers it (llms.txt links to it), else HTML
 INVENTORY = {"chimerax.color": "color.html#simple", "chimerax.cartoon.style": "cartoon.html#style"}
 DISALLOWED = MISC + "private/"
+# page under misc/ -> (status, Location): a loop, a page moved within the scope, out of it, and to ftp://
+REDIRECTS = {
+    "loop.html": (302, MISC + "loop2.html"),
+    "loop2.html": (301, "loop.html"),
+    "moved.html": (301, "/user/commands/color.html"),
+    "away.html": (302, "/user/tools/basicactions.html"),
+    "scheme.html": (302, "ftp://x.invalid/f"),
+}
 SLOW_SECONDS = 5.0
 
 
@@ -243,28 +251,12 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
                 if hits == 1:
                     return self.send(429, b"slow down", Retry_After="1")
                 return self.document(page.replace("Recovered", "Patient").encode(), "text/html", 0)
-            if name == "loop.html":
-                self.send_response(302)
-                self.send_header("Location", MISC + "loop2.html")
+            if name in REDIRECTS:
+                status, location = REDIRECTS[name]
+                self.send_response(status)
+                self.send_header("Location", location)
                 self.end_headers()
-                return 302
-            if name == "loop2.html":
-                self.send_response(301)
-                self.send_header("Location", "loop.html")
-                self.end_headers()
-                return 301
-            if name in {"away.html", "scheme.html"}:
-                self.send_response(302)
-                self.send_header(
-                    "Location", "/user/tools/basicactions.html" if name == "away.html" else "ftp://x.invalid/f"
-                )
-                self.end_headers()
-                return 302
-            if name == "moved.html":
-                self.send_response(301)
-                self.send_header("Location", "/user/commands/color.html")
-                self.end_headers()
-                return 301
+                return status
             if name == "guide.html":
                 head = '<link rel="alternate" type="text/markdown" href="guide.md">'
                 body = "<h1>Guide</h1><p>The HTML version of the guide.</p>"
