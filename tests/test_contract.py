@@ -218,6 +218,8 @@ def test_bm25_matches_identifiers_whole_and_by_parts(filled, query, expected, k)
         "- -- ---",
         "\\",
         "%_'",
+        "0\x000",  # a NUL inside a token once ended FTS5's query string early
+        "color\x00chain \x00",
         "color " * 1700,  # about 10 kB
         "SelectEditor " + "x" * 10_000,
     ],

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import env_for
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_mcp import McpSession, stdio_session
 from typer.testing import CliRunner
@@ -73,6 +73,7 @@ def mcp(servers, backend):
 def test_hostile_text_through_search_docs_and_lookup(mcp):
     @EXAMPLES
     @given(text=QUERY_TEXT, mode=st.sampled_from(["hybrid", "bm25", "knn"]))
+    @example(text="0\x000", mode="hybrid")  # found by a CI run: a NUL inside a token reached FTS5's parser
     def check(text: str, mode: str) -> None:
         for tool, arguments in (("search_docs", {"query": text, "mode": mode}), ("lookup", {"name": text})):
             result = mcp.call(tool, arguments)

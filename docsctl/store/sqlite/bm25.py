@@ -41,8 +41,9 @@ _TABLE_COLUMNS = {
 
 
 def _fts_query(terms: Sequence[str]) -> str:
-    """Every term as an FTS5 string, ORed: user text never reaches the query parser as syntax."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    """Every term as an FTS5 string, ORed: user text never reaches the query parser as syntax. A NUL would
+    end the query string early for FTS5's parser (an "unterminated string"), so it becomes a space."""
+    return " OR ".join('"' + term.replace('"', '""').replace("\0", " ") + '"' for term in terms)
 
 
 @dataclass
