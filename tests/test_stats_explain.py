@@ -119,6 +119,14 @@ def test_explain_bm25_names_the_matching_fields(chimerax_index):
     assert nothing == {"chunk_id": chunk.chunk_id, "score": 0.0, "matched": False, "fields": {}}
 
 
+def test_explain_bm25_names_only_fields_that_score(chimerax_index):
+    """The path is matched by neither backend's BM25 (SQLite keeps it in the code table at weight 0)."""
+    store = chimerax_index.store
+    (chunk,) = [c for c in store.get_document("user/commands/cartoon.html") if c.chunk_index == 0]
+    explained = store.explain_bm25("user/commands/cartoon.html", chunk.chunk_id)
+    assert explained["fields"] and "path.text" not in explained["fields"]
+
+
 def test_explain_bm25_of_an_unknown_chunk_is_not_found(chimerax_index):
     with pytest.raises(NotFoundError):
         chimerax_index.store.explain_bm25("color", "no-such-chunk")

@@ -26,7 +26,7 @@ RETRIEVERS = ("bm25", "knn")
 # The order fields are shown in: prose fields, their code twins, then path and documented names.
 FIELD_ORDER = (
     "title", "section", "breadcrumb", "content",
-    "title.code", "section.code", "breadcrumb.code", "content.code", "path.text", "name",
+    "title.code", "section.code", "breadcrumb.code", "content.code", "name",
 )  # fmt: skip
 
 

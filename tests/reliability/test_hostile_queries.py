@@ -6,6 +6,7 @@ what is accepted."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -41,7 +42,21 @@ LEAKS = (
     "search_phase_execution", "parse_exception", "too_many_clauses", "maxclausecount", "lexical error",
     "illegal_argument_exception", "java.", "caused_by",
 )  # fmt: skip
-EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def fuzz(examples: int) -> settings:
+    """Hypothesis settings for `examples` cases. CI (CI=true) draws the same cases every run, so a run can be
+    repeated and a red one is about the change; DOCSCTL_FUZZ_SCALE=N draws N times as many, fresh ones."""
+    scale = max(1, int(os.environ.get("DOCSCTL_FUZZ_SCALE", "1")))
+    return settings(
+        max_examples=examples * scale,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+        derandomize=os.environ.get("CI") == "true" and scale == 1,
+    )
+
+
+EXAMPLES = fuzz(60)
 
 
 def _leaks(text: str, query: str = "") -> list[str]:
@@ -106,7 +121,7 @@ def test_hostile_text_through_query_and_explain(sample_index):
     runner = CliRunner()
     env = {key: value for key, value in env_for(sample_index).items() if key.startswith("DOCSCTL_")}
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @fuzz(25)
     @given(text=QUERY_TEXT)
     def check(text: str) -> None:
         # After "--", as a user would pass text that starts with a dash.
@@ -141,7 +156,7 @@ def test_hostile_text_through_the_web_pages(sample_indexes, backend):
         create_app(Searcher(open_store(settings_), embedder_for(settings_))), base_url="http://127.0.0.1"
     )
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @fuzz(40)
     @given(text=QUERY_TEXT.map(lambda text: text[:2000]))  # a URL, not a POST body: browsers and servers cap it
     def check(text: str) -> None:
         for page, params in (

@@ -387,9 +387,9 @@ class SqliteStore:
                 if row is None:
                     continue
                 score -= row[0]
-                for field, column_text in zip(names, row[1:], strict=True):
+                for field, weight, column_text in zip(names, weights, row[1:], strict=True):
                     words = re.findall(f"{_MARK_START}(.*?){_MARK_END}", column_text or "", flags=re.DOTALL)
-                    if words:
+                    if words and weight:  # a column of weight 0 (the path) matches but scores nothing
                         fields[field] = list(dict.fromkeys(word.lower() for word in words))
             if prose or code:
                 bonus = self._name_bonus(conn, name)
