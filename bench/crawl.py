@@ -44,7 +44,7 @@ def run_crawl(url: str, mirror: Path, rate: float, previous: dict) -> tuple[Craw
         scope=Scope(scope_of(url), (), ("/user/commands/misc/*",)),
         settings=settings,
         mirror=mirror,
-        make_doc=lambda page, path, file, names: SourceDoc("bench", path, file, "docs", "", page, names),
+        make_doc=lambda page, path, file, entries: SourceDoc("bench", path, file, "docs", "", page),
         previous=previous,
     )
     started = time.perf_counter()

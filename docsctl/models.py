@@ -14,7 +14,8 @@ class Section:
     """One headed part of a document, as extraction finds it.
 
     `text` is Markdown-like: paragraphs separated by blank lines, code in ``` fences.
-    Lines are 1-based and refer to the source file.
+    Lines are 1-based and refer to the source file. `anchors` places the ids of elements inside the
+    text (HTML): (id, index of the line of `text` at which the element's text starts).
     """
 
     heading: str
@@ -23,6 +24,7 @@ class Section:
     anchor: str | None = None
     start_line: int = 1
     end_line: int = 1
+    anchors: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class SourceDoc:
     version: str = ""
     url: str | None = None
     names: tuple[str, ...] = ()  # names the source says the file documents (a site's objects.inv)
+    # (name, id of the element documenting it) for the names the source places on the page (objects.inv)
+    name_anchors: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -71,6 +75,9 @@ class Chunk:
     anchor: str | None = None
     # [heading, anchor or ""] of each section merged into this chunk (its heading lines in `content`)
     merged_anchors: list[list[str]] = field(default_factory=list)
+    # [name, anchor] of each name whose documentation starts in this chunk, at that anchor of the page
+    # (a site's objects.inv); the page-level `names` hold these names too
+    name_anchors: list[list[str]] = field(default_factory=list)
     version: str = ""
     indexed_at: str = ""
     embedding: Vector | None = None
@@ -90,6 +97,7 @@ class Chunk:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["breadcrumb"], data["names"] = list(self.breadcrumb), list(self.names)
         data["merged_anchors"] = [list(pair) for pair in self.merged_anchors]
+        data["name_anchors"] = [list(pair) for pair in self.name_anchors]
         if not with_embedding:
             data.pop("embedding")
         return data

@@ -8,7 +8,7 @@ versions of one Panel page, one path present in both sources, code identifiers (
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from docsctl.models import Chunk, IndexMeta
@@ -27,6 +27,7 @@ class Doc:
     names: tuple[str, ...] = ()
     doc_type: str = "html"
     content_hash: str = "h1"
+    name_anchors: dict[int, list[list[str]]] = field(default_factory=dict)  # by chunk index
 
     @property
     def doc_id(self) -> str:
@@ -52,6 +53,7 @@ class Doc:
                 names=list(self.names),
                 url=f"https://example.org/{self.source}/{self.path}",
                 anchor=section.lower().replace(" ", "-"),
+                name_anchors=copy.deepcopy(self.name_anchors.get(index, [])),
                 version=self.version,
                 indexed_at=INDEXED_AT,
             )
@@ -296,8 +298,9 @@ DOCS = [
             ),
         ],
         version="1.5",
-        names=("pn.config",),
+        names=("pn.config", "pn.state.notifications"),
         doc_type="markdown",
+        name_anchors={1: [["pn.state.notifications", "panel.io.state.notifications"]]},
     ),
     Doc(
         "panel",

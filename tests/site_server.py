@@ -73,6 +73,7 @@ class SiteServer:
     pages: set[str]  # paths under /user/commands/ that the generated index links to, e.g. "color.html"
     crawl_delay: float = 0.0
     misbehaving: bool = True  # the index links to the pages under misc/ (False: a well-behaved site)
+    objects: dict[str, str] = field(default_factory=lambda: dict(INVENTORY))  # objects.inv: name -> uri
     url: str = ""
     log: list[Request] = field(default_factory=list)
     changed: dict[str, bytes] = field(default_factory=dict)  # path -> new content
@@ -164,7 +165,7 @@ class SiteServer:
     def inventory(self) -> bytes:
         inventory = sphobjinv.Inventory()
         inventory.project, inventory.version = "ChimeraX", "1.0"
-        for name, uri in INVENTORY.items():
+        for name, uri in self.objects.items():
             entry = sphobjinv.DataObjStr(name=name, domain="py", role="function", priority="1", uri=uri, dispname="-")
             inventory.objects.append(entry)
         return sphobjinv.compress(inventory.data_file())
@@ -304,10 +305,17 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def serve_site(
-    corpus: Path, pages: set[str], crawl_delay: float = 0.0, misbehaving: bool = True
+    corpus: Path,
+    pages: set[str],
+    crawl_delay: float = 0.0,
+    misbehaving: bool = True,
+    objects: dict[str, str] | None = None,
 ) -> Iterator[SiteServer]:
-    """The site on a free port of 127.0.0.1, for the duration of the `with` block."""
+    """The site on a free port of 127.0.0.1, for the duration of the `with` block; `objects`: its objects.inv
+    (name -> uri relative to /user/commands/), INVENTORY when not given."""
     site = SiteServer(corpus=corpus, pages=pages, crawl_delay=crawl_delay, misbehaving=misbehaving)
+    if objects is not None:
+        site.objects = objects
 
     class Server(ThreadingHTTPServer):
         def process_request(self, request, client_address):  # noqa: ANN001 (socketserver's signature)

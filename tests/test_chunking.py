@@ -132,6 +132,23 @@ def test_overlap_does_not_cross_sections():
     assert firsts.content.startswith("P0")
 
 
+def test_element_ids_go_to_the_piece_their_text_starts_in_never_to_an_overlap():
+    paragraphs = [prose(40, f"p{i}x") for i in range(12)]
+    anchors = tuple((f"id{i}", 2 * i) for i in range(12))  # paragraph i is line 2i of the text
+    pieces = chunk_sections(doc(Section("Prose", 2, "\n\n".join(paragraphs), "prose", 1, 60, anchors)))
+    assert len(pieces) >= 3 and pieces[0].anchor == "prose"
+    for i, paragraph in enumerate(paragraphs):
+        (holder,) = [piece for piece in pieces if f"id{i}" in piece.anchors]
+        assert paragraph in holder.content
+
+
+def test_an_id_inside_a_paragraph_too_long_for_one_piece_goes_to_the_part_holding_its_line():
+    text = "\n".join([prose(150, "a"), prose(150, "b"), prose(150, "c")])  # one block of three long lines
+    pieces = chunk_sections(doc(Section("Long", 2, text, None, 1, 3, (("at-b", 1),))))
+    (holder,) = [piece for piece in pieces if "at-b" in piece.anchors]
+    assert "b0 b1 b2" in holder.content and "a0 a1" not in holder.content
+
+
 @pytest.mark.parametrize(
     ("levels", "expected"),
     [

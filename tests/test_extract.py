@@ -165,6 +165,28 @@ def test_html_small_pages(html, expected):
         assert "menu" not in found.text and "x()" not in found.text
 
 
+SPHINX_API = """<main><section id="module-pkg"><h1>pkg</h1><p>Tools for things.</p>
+<dl class="py class"><dt class="sig sig-object py" id="pkg.Thing"><em class="property">class </em>
+<span class="sig-prename descclassname">pkg.</span><span class="sig-name descname">Thing</span>(<em>size</em>)
+<a class="headerlink" href="#pkg.Thing">¶</a></dt><dd><p>A thing of a given <span id="size-note"></span>size.</p>
+<ul id="options"><li>one</li></ul><pre id="example">pkg.Thing(3)</pre></dd></dl></section></main>"""
+
+
+def test_html_element_ids_are_placed_on_the_line_their_text_starts_at():
+    doc = extract_text("api.html", f"<html><head><title>pkg</title></head><body>{SPHINX_API}</body></html>")
+    (section,) = doc.sections
+    lines = section.text.split("\n")
+    placed = {anchor: " ".join(lines[line].split()) for anchor, line in section.anchors}
+    assert placed == {
+        "module-pkg": "Tools for things.",  # a section's id: its first text (and the heading's anchor)
+        "pkg.Thing": "class pkg.Thing(size)",  # a Sphinx signature
+        "size-note": "A thing of a given size.",  # met inside a paragraph: that paragraph
+        "options": "- one",
+        "example": "```",
+    }
+    assert section.anchor == "module-pkg"
+
+
 # --- reStructuredText: ChimeraX developer guide ----------------------------------------------
 
 

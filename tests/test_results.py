@@ -309,6 +309,35 @@ def test_pages_named_after_the_name_come_first() -> None:
     ]
 
 
+def api_page(chunks: int, anchored_at: int) -> list[Chunk]:
+    """An API page of `chunks` chunks that documents pkg.Thing in chunk `anchored_at` (as objects.inv said)."""
+    names = ("pkg", "pkg.thing")
+    page = [
+        chunk(i, f"Part {i}. " + "text " * 40, path="api/pkg.html", title="pkg", names=names) for i in range(chunks)
+    ]
+    page[anchored_at].content = "class pkg.Thing(size)\n\nA thing of a given size."
+    page[anchored_at].name_anchors = [["pkg.thing", "pkg.Thing"]]
+    return page
+
+
+def test_a_name_placed_at_an_anchor_is_answered_from_its_chunk_with_the_anchors_url() -> None:
+    page = api_page(40, anchored_at=25)
+    response, text = lookup_result("PKG.Thing", [page], max_chars=3000)
+    (document,) = response.documents
+    assert document.url == "https://example.org/api/pkg.html#pkg.Thing"
+    assert document.from_chunk == 25 and document.chunks[0].chunk_id == page[25].chunk_id
+    assert document.content.startswith("class pkg.Thing(size)") and "Part 24." not in document.content
+    assert "url: https://example.org/api/pkg.html#pkg.Thing" in text and "chunks 25-39 of 40" in text
+    whole, _ = lookup_result("pkg", [page], max_chars=3000)  # a name of the page alone: from its top, as before
+    assert whole.documents[0].from_chunk == 0 and whole.documents[0].url == "https://example.org/api/pkg.html"
+
+
+def test_the_page_a_name_is_placed_on_comes_before_pages_that_only_name_it() -> None:
+    titled = [chunk(0, "x", path="guide/thing.html", title="pkg.Thing", names=("pkg.thing",))]
+    ranked = rank_pages("pkg.thing", [titled, api_page(3, anchored_at=1)])
+    assert [page[0].path for page in ranked] == ["api/pkg.html", "guide/thing.html"]
+
+
 def test_lookup_shares_the_budget_and_shows_every_page() -> None:
     other = [chunk(i, f"Other {i}. " + "text " * 40, path="other.html", title="Other") for i in range(6)]
     response, text = lookup_result("color", [DOC, other], max_chars=1000)

@@ -194,15 +194,17 @@ def test_objects_inv():
     for name, role, uri in [
         ("panel.widgets.Select", "class", "api/widgets.html#$"),
         ("panel.serve", "function", "api/panel.html#panel-serve"),
+        ("panel", "module", "api/panel.html"),
         ("installation", "label", "install.html#installation"),
     ]:
         inventory.objects.append(
             sphobjinv.DataObjStr(name=name, domain="py", role=role, priority="1", uri=uri, dispname="-")
         )
     entries = parse_inventory(sphobjinv.compress(inventory.data_file()))
-    assert [(entry.name, entry.uri) for entry in entries] == [
-        ("panel.widgets.Select", "api/widgets.html#panel.widgets.Select"),
-        ("panel.serve", "api/panel.html#panel-serve"),
+    assert [(entry.name, entry.uri, entry.anchor) for entry in entries] == [
+        ("panel.widgets.Select", "api/widgets.html#panel.widgets.Select", "panel.widgets.Select"),
+        ("panel.serve", "api/panel.html#panel-serve", "panel-serve"),
+        ("panel", "api/panel.html", ""),  # the page as a whole: no anchor
     ]
     assert parse_inventory(b"not an inventory") == []
 

@@ -37,6 +37,7 @@ from docsctl.indexer.site.crawl import CrawlResult, SiteJob, crawl
 from docsctl.indexer.site.urls import Scope, scope_of
 from docsctl.indexer.sources import resolve_sources
 from docsctl.models import SourceDoc
+from docsctl.server.results import LookupResponse, lookup_result, rank_pages, split_documents
 from docsctl.server.search import Searcher
 from docsctl.store import open_store
 
@@ -48,7 +49,7 @@ SITE_TOML = """
 name = "site"
 kind = "site"
 url = "{url}/user/commands/"
-include = ["/user/commands/c*", "/user/commands/misc/*"]
+include = {include}
 requests_per_second = 50
 concurrency = {concurrency}
 timeout_seconds = {timeout}
@@ -91,10 +92,89 @@ class Crawler:
 def crawler(request, tmp_path, site, embedder, embedding_cache_dir):
     settings = backend_settings(request, request.param, tmp_path / "data", embedding_cache_dir)
     config = tmp_path / "docsctl.toml"
-    config.write_text(SITE_TOML.format(url=site.url, concurrency=CONCURRENCY, timeout=TIMEOUT))
+    include = '["/user/commands/c*", "/user/commands/misc/*"]'
+    config.write_text(SITE_TOML.format(url=site.url, include=include, concurrency=CONCURRENCY, timeout=TIMEOUT))
     crawler = Crawler(settings, embedder, config, tmp_path / "cache")
     yield crawler
     crawler.store.drop()
+
+
+# A Sphinx autodoc page: one class and its methods, each a `<dt id=...>` signature and its description,
+# long enough that the page is several chunks; objects.inv places each name at its signature.
+SPHINX_METHODS = [f"resize_{number}" for number in range(10)]
+SPHINX_OBJECTS = {
+    "shapes": "api.html#module-shapes",
+    "shapes.Thing": "api.html#$",
+    **{f"shapes.Thing.{method}": "api.html#$" for method in SPHINX_METHODS},
+}
+
+
+def sphinx_api_page() -> bytes:
+    methods = "".join(
+        f'<dl class="py method"><dt class="sig sig-object py" id="shapes.Thing.{method}">'
+        f'<span class="sig-name descname"><span class="pre">{method}</span></span>(<em>width</em>, <em>height</em>)'
+        f'<a class="headerlink" href="#shapes.Thing.{method}">¶</a></dt>'
+        f"<dd><p>Resize the thing in the {method.replace('_', ' ')} way: " + "it keeps its aspect ratio " * 12 + "</p>"
+        "<p>Returns the thing itself, so calls can be chained.</p></dd></dl>"
+        for method in SPHINX_METHODS
+    )
+    body = (
+        '<div class="related" role="navigation">previous | next</div><div class="document"><div class="body" '
+        'role="main"><section id="module-shapes"><h1>shapes</h1><p>Shapes and the things made of them.</p>'
+        '<dl class="py class"><dt class="sig sig-object py" id="shapes.Thing"><em class="property">class </em>'
+        '<span class="sig-prename descclassname">shapes.</span><span class="sig-name descname">Thing</span>'
+        f"(<em>size</em>)</dt><dd><p>A thing of a given size.</p>{methods}</dd></dl></section></div></div>"
+    )
+    return f"<html><head><title>shapes — Shapes 1.0</title></head><body>{body}</body></html>".encode()
+
+
+def mcp_lookup(crawler: Crawler, name: str) -> tuple[LookupResponse, str]:
+    """What the MCP tool `lookup` answers (docsctl/server/mcp.py) from the crawler's index."""
+    pages = rank_pages(name, split_documents(crawler.store.lookup(name, ["site"])))
+    return lookup_result(name, pages, max_chars=4000)
+
+
+@pytest.fixture
+def sphinx_site(tmp_path: Path):
+    corpus = tmp_path / "site" / "user"
+    (corpus / "commands").mkdir(parents=True)
+    (corpus / "commands" / "api.html").write_bytes(sphinx_api_page())
+    with serve_site(corpus, {"api.html"}, misbehaving=False, objects=SPHINX_OBJECTS) as server:
+        yield server
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lookup_of_an_objects_inv_name_answers_from_its_signature_with_its_anchor(
+    sphinx_site: SiteServer, backend, request, tmp_path, embedder, embedding_cache_dir
+):
+    settings = backend_settings(request, backend, tmp_path / "data", embedding_cache_dir)
+    config = tmp_path / "docsctl.toml"
+    include = '["/user/commands/api*"]'
+    config.write_text(SITE_TOML.format(url=sphinx_site.url, include=include, concurrency=CONCURRENCY, timeout=TIMEOUT))
+    crawler = Crawler(settings, embedder, config, tmp_path / "cache")
+    try:
+        crawler.run()
+        page_url = f"{sphinx_site.url}/user/commands/api.html"
+        page = crawler.store.get_document("user/commands/api.html", "site")
+        assert len(page) >= 4
+        starts: dict[str, int] = {}
+        for name in ["shapes.Thing", "shapes.Thing.resize_0", "shapes.Thing.resize_6", "shapes.Thing.resize_9"]:
+            signature = f"{name.rsplit('.', 1)[1]}(" if name != "shapes.Thing" else "class shapes.Thing(size)"
+            expected = next(chunk for chunk in page if signature in " ".join(chunk.content.split()))
+            assert [name.lower(), name] in expected.name_anchors, name
+            response, text = mcp_lookup(crawler, name.upper())
+            document = response.documents[0]
+            assert document.url == f"{page_url}#{name}", name
+            assert document.chunks[0].chunk_id == expected.chunk_id, name
+            assert document.from_chunk == expected.chunk_index and f"url: {page_url}#{name}" in text
+            opening = document.content.split("\n\n", 1)[1] if document.content.startswith("#") else document.content
+            assert opening.startswith(expected.content), name  # the answer opens with it, after its section heading
+            starts[name] = document.from_chunk
+        assert starts["shapes.Thing"] == 0 < starts["shapes.Thing.resize_6"] < starts["shapes.Thing.resize_9"]
+        module = mcp_lookup(crawler, "shapes")[0].documents[0]
+        assert module.url == f"{page_url}#module-shapes" and module.from_chunk == 0
+    finally:
+        crawler.store.drop()
 
 
 def skipped_reasons(summary: ReindexSummary) -> dict[str, str]:
@@ -125,8 +205,9 @@ def test_a_site_is_crawled_politely_and_recrawled_cheaply(site: SiteServer, craw
         chunk for chunk in crawler.store.iter_chunks(with_embedding=False) if chunk.path == NEGOTIATED.lstrip("/")
     ]
     assert negotiated.doc_type == "markdown"  # llms.txt links to it: asked for Markdown, which the server has
-    for name, uri in INVENTORY.items():  # objects.inv: API names find their page
+    for name, uri in INVENTORY.items():  # objects.inv: API names find their page, and their anchor on it
         assert {chunk.path for chunk in crawler.store.lookup(name, ["site"])} == {f"user/commands/{uri.split('#')[0]}"}
+        assert mcp_lookup(crawler, name)[0].documents[0].url == f"{site.url}/user/commands/{uri}"
     skipped = skipped_reasons(summary)
     for path, reason in MISBEHAVING.items():
         if reason:
@@ -268,7 +349,7 @@ def crawl_only(site: SiteServer, tmp_path: Path, **settings) -> CrawlResult:
         scope=Scope(scope_of(url), ("/user/commands/c*",)),
         settings=SiteSettings(requests_per_second=200, **settings),
         mirror=tmp_path / "mirror",
-        make_doc=lambda page, path, file, names: SourceDoc("site", path, file, "docs", "", page, names),
+        make_doc=lambda page, path, file, entries: SourceDoc("site", path, file, "docs", "", page),
         previous={},
     )
     return asyncio.run(crawl(job))

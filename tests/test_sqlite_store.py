@@ -119,16 +119,23 @@ def test_an_index_of_another_schema_version_asks_for_a_rebuild(path):
     assert fresh.bm25("color", k=3)
 
 
-def test_an_index_of_the_previous_schema_is_upgraded_in_place_and_keeps_answering(path):
+# The columns each older schema lacked: 1 had no merged_anchors, 2 no name_anchors.
+ADDED_SINCE = {1: ["merged_anchors", "name_anchors"], 2: ["name_anchors"]}
+
+
+@pytest.mark.parametrize("old_version", sorted(ADDED_SINCE))
+def test_an_index_of_an_older_schema_is_upgraded_in_place_and_keeps_answering(path, old_version):
     store = SqliteStore(path)
     build(store, sample())
-    with sqlite3.connect(path) as conn:  # schema 1: chunks had no merged_anchors column
-        conn.execute("ALTER TABLE chunks DROP COLUMN merged_anchors")
-        conn.execute("PRAGMA user_version = 1")
+    with sqlite3.connect(path) as conn:
+        for column in ADDED_SINCE[old_version]:
+            conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")
+        conn.execute(f"PRAGMA user_version = {old_version}")
     conn.close()
     fresh = SqliteStore(path)
     assert fresh.bm25("color", k=3)
-    assert fresh.get_chunk(sample()[0].chunk_id).merged_anchors == []
+    upgraded = fresh.get_chunk(sample()[0].chunk_id)
+    assert upgraded.merged_anchors == upgraded.name_anchors == []
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()

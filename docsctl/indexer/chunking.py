@@ -16,7 +16,9 @@ How:
 
 A piece is labelled with the section of its first own block (overlap excluded), and keeps the
 heading and anchor of each heading line in its text (`merged_anchors`), so that a result can link to
-the merged section it matched in. Line numbers are
+the merged section it matched in, and the ids of the elements that start in its own blocks (`anchors`:
+those of its heading lines and the `Section.anchors` extraction placed in the text), so that a name the
+page documents at an anchor is found in the piece that documents it. Line numbers are
 mapped from a block's position in its section's text onto the section's source lines, linearly:
 exact where the extractor kept one text line per source line (Markdown, rst), approximate for HTML.
 """
@@ -44,6 +46,9 @@ class Piece:
     end_line: int
     # (heading, anchor or "") of each heading line in `content`, in order
     merged_anchors: tuple[tuple[str, str], ...] = ()
+    # ids of the elements that start in this piece (Section.anchors, and the anchors of the heading lines in
+    # `content`), overlap excluded
+    anchors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class _Block:
     end: int
     kind: str = "text"  # text | code | heading | overlap
     anchor: str | None = None  # a heading block's own section's (`section` may be a later one's)
+    anchors: tuple[tuple[str, int], ...] = ()  # Section.anchors in this block: (id, line of the block's text)
 
 
 _Group = tuple[list[_Block], int]  # the blocks of one piece, and the section it is labelled with
@@ -87,9 +93,20 @@ def chunk_sections(
                     merged_anchors=tuple(
                         (_heading_text(block.text), block.anchor or "") for block in blocks if block.kind == "heading"
                     ),
+                    anchors=_anchors(blocks),
                 )
             )
     return pieces
+
+
+def _anchors(blocks: list[_Block]) -> tuple[str, ...]:
+    found: list[str] = []
+    for block in blocks:
+        if block.kind == "heading" and block.anchor:
+            found.append(block.anchor)
+        if block.kind != "overlap":
+            found.extend(anchor for anchor, _ in block.anchors)
+    return tuple(dict.fromkeys(found))
 
 
 def breadcrumbs(sections: list[Section], title: str = "") -> list[tuple[str, ...]]:
@@ -192,11 +209,14 @@ def _blocks(section: Section, index: int) -> list[_Block]:
     current: list[str] = []
     start = 0
     fence: str | None = None
+    unplaced = sorted(section.anchors, key=lambda pair: pair[1])  # an id on a blank line goes to the next block
 
     def flush(end: int, kind: str = "text") -> None:
         if current:
             lines_from, lines_to = _source_lines(first, last, len(lines), start, end)
-            blocks.append(_Block("\n".join(current), index, lines_from, lines_to, kind))
+            placed = tuple((anchor, max(0, line - start)) for anchor, line in unplaced if line <= end)
+            del unplaced[: len(placed)]
+            blocks.append(_Block("\n".join(current), index, lines_from, lines_to, kind, anchors=placed))
             current.clear()
 
     for offset, line in enumerate(lines):
@@ -243,21 +263,27 @@ def _split_prose(block: _Block, limit: int) -> list[_Block]:
     out: list[_Block] = []
     text: list[str] = []
     offsets: list[int] = []
+    unplaced = list(block.anchors)
     for piece, offset in pieces:
         joined = len("\n".join(text)) + 1 + len(piece)
         if text and joined > limit:
-            out.append(_chunk_of(block, text, offsets, len(lines)))
+            out.append(_chunk_of(block, text, offsets, len(lines), unplaced))
             text, offsets = [], []
         text.append(piece)
         offsets.append(offset)
     if text:
-        out.append(_chunk_of(block, text, offsets, len(lines)))
+        out.append(_chunk_of(block, text, offsets, len(lines), unplaced))
     return out
 
 
-def _chunk_of(block: _Block, text: list[str], offsets: list[int], count: int) -> _Block:
+def _chunk_of(
+    block: _Block, text: list[str], offsets: list[int], count: int, unplaced: list[tuple[str, int]]
+) -> _Block:
+    """Lines `offsets` of `block` as a block of their own, taking the ids in `unplaced` that start by its end."""
     start, end = _source_lines(block.start, block.end, count, offsets[0], offsets[-1])
-    return _Block("\n".join(text), block.section, start, end, block.kind)
+    placed = tuple((anchor, max(0, line - offsets[0])) for anchor, line in unplaced if line <= offsets[-1])
+    del unplaced[: len(placed)]
+    return _Block("\n".join(text), block.section, start, end, block.kind, anchors=placed)
 
 
 def _source_lines(first: int, last: int, count: int, start: int, end: int) -> tuple[int, int]:

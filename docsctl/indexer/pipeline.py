@@ -23,7 +23,7 @@ from typing import Any
 
 from docsctl.embedding import Embedder, EmbeddingCache, embed_with_cache
 from docsctl.errors import ExtractError
-from docsctl.indexer.chunking import chunk_sections
+from docsctl.indexer.chunking import Piece, chunk_sections
 from docsctl.indexer.extract import extract_file
 from docsctl.indexer.lock import reindex_lock
 from docsctl.indexer.site import CrawlProgress, crawl_target, previous_pages
@@ -33,7 +33,7 @@ from docsctl.phases import checkpoint
 from docsctl.store.base import SourceVersion, Store, StoreWriter, is_replaced
 
 # Bump when extraction or chunking changes what a file turns into: every document is then redone.
-PIPELINE_VERSION = "1"
+PIPELINE_VERSION = "2"
 EMBED_BATCH = 512  # chunks per embedding batch: 128 padded 11% more tokens (bench/README.md)
 QUEUE_DOCS = 64
 # In a source's state while an incremental run writes it: see reindex().
@@ -109,8 +109,10 @@ def build_chunks(doc: SourceDoc, extracted: ExtractedDoc, doc_hash: str) -> list
     doc_id = doc_id_for(doc.source, doc.version, doc.path)
     stem = Path(doc.path).stem.lower()
     names = list(dict.fromkeys([*(name.lower() for name in (*extracted.names, *doc.names)), stem]))
+    pieces = chunk_sections(extracted)
+    name_anchors = place_name_anchors(doc.name_anchors, pieces)
     chunks = []
-    for index, piece in enumerate(chunk_sections(extracted)):
+    for index, piece in enumerate(pieces):
         chunk_id = hashlib.blake2b(f"{doc_id}\0{doc_hash}\0{index}".encode(), digest_size=10).hexdigest()
         chunks.append(
             Chunk(
@@ -132,10 +134,26 @@ def build_chunks(doc: SourceDoc, extracted: ExtractedDoc, doc_hash: str) -> list
                 url=doc.url,
                 anchor=piece.anchor,
                 merged_anchors=[list(pair) for pair in piece.merged_anchors],
+                name_anchors=name_anchors.get(index, []),
                 version=doc.version,
             )
         )
     return chunks
+
+
+def place_name_anchors(name_anchors: Sequence[tuple[str, str]], pieces: Sequence[Piece]) -> dict[int, list[list[str]]]:
+    """By piece index, the [name, anchor] pairs whose element starts in that piece (the first one, if several
+    do); a name whose anchor the page lacks (or whose page came as Markdown) stays a name of the page alone."""
+    first_piece: dict[str, int] = {}
+    for index, piece in enumerate(pieces):
+        for anchor in (piece.anchor, *piece.anchors):  # the first piece labelled with a section starts it
+            if anchor:
+                first_piece.setdefault(anchor, index)
+    placed: dict[int, list[list[str]]] = {}
+    for name, anchor in dict.fromkeys((name.lower(), anchor) for name, anchor in name_anchors):
+        if anchor in first_piece:
+            placed.setdefault(first_piece[anchor], []).append([name, anchor])
+    return placed
 
 
 def needs_rebuild(full: bool, live: IndexMeta | None, wanted: IndexMeta) -> str:

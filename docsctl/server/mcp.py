@@ -218,8 +218,9 @@ def create_server(searcher: Searcher) -> MCPServer:
         """The reference page(s) for an exact name: a command, tool, class, component or API (case-insensitive).
 
         Finds pages by the names they document, including names besides their title (a page about a command
-        also answers for its subcommands and aliases). Returns each page whole, rebuilt in order. Use
-        search_docs instead for questions or partial names."""
+        also answers for its subcommands and aliases). Returns each page whole, rebuilt in order; for an API name
+        that a page documents at an anchor (a Sphinx site's objects.inv), from that object's documentation on,
+        with the URL of its anchor. Use search_docs instead for questions or partial names."""
 
         def work() -> tuple[LookupResponse, str]:
             chunks = store.lookup(name.strip(), [source] if source else [])

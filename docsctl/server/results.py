@@ -157,11 +157,16 @@ def document_call(chunk: Chunk, from_chunk: int = 0) -> str:
     return f"get_document({args})"
 
 
+def with_anchor(url: str | None, anchor: str | None) -> str | None:
+    """`url` pointing at `anchor`, unless it has no anchor to give or already points somewhere."""
+    if url and anchor and "#" not in url:
+        return f"{url}#{anchor}"
+    return url
+
+
 def section_url(chunk: Chunk) -> str | None:
     """The link to a chunk's section: its document's URL with the section anchor, if the URL has none."""
-    if chunk.url and chunk.anchor and "#" not in chunk.url:
-        return f"{chunk.url}#{chunk.anchor}"
-    return chunk.url
+    return with_anchor(chunk.url, chunk.anchor)
 
 
 def _trail(chunk: Chunk) -> str:
@@ -345,7 +350,10 @@ class Document(BaseModel):
     path: str
     category: str
     doc_type: str
-    url: str | None = Field(description="Link to the document, if known.")
+    url: str | None = Field(
+        description="Link to the document, if known; from lookup of a name documented at an anchor of the page, "
+        "to that anchor."
+    )
     names: list[str] = Field(description="Commands, components or APIs this page documents.")
     chunk_count: int = Field(description="How many chunks the whole document has.")
     from_chunk: int = Field(description="Index of the first chunk in content.")
@@ -355,18 +363,21 @@ class Document(BaseModel):
     chunks: list[ChunkRef] = Field(description="The chunks content covers, in order.")
 
 
-def _document_head(chunks: Sequence[Chunk], from_chunk: int) -> str:
+def _document_head(chunks: Sequence[Chunk], from_chunk: int, anchor: str | None = None) -> str:
     first = chunks[0]
     span = f"chunks {from_chunk}-{len(chunks) - 1} of {len(chunks)}" if from_chunk else f"{len(chunks)} chunks"
-    url = f" · url: {first.url}" if first.url else ""
+    url = f" · url: {with_anchor(first.url, anchor)}" if first.url else ""
     return f"# {first.title}\n{first.category} · {_where(first)} · {span}{url}\n\n"
 
 
-def document_result(chunks: Sequence[Chunk], *, from_chunk: int, max_chars: int) -> tuple[Document, str]:
-    """One document (all its chunks, in order) from chunk `from_chunk` on, in at most `max_chars`."""
+def document_result(
+    chunks: Sequence[Chunk], *, from_chunk: int, max_chars: int, anchor: str | None = None
+) -> tuple[Document, str]:
+    """One document (all its chunks, in order) from chunk `from_chunk` on, in at most `max_chars`; its URL
+    points at `anchor`, if given."""
     first = chunks[0]
     shown = [chunk for chunk in chunks if chunk.chunk_index >= from_chunk]
-    head = _document_head(chunks, from_chunk)
+    head = _document_head(chunks, from_chunk, anchor)
     if not shown:
         text = f"(the document has {len(chunks)} chunks; from_chunk={from_chunk} is past its end)"
         next_chunk, whole = None, 0
@@ -384,7 +395,7 @@ def document_result(chunks: Sequence[Chunk], *, from_chunk: int, max_chars: int)
         path=first.path,
         category=first.category,
         doc_type=first.doc_type,
-        url=first.url,
+        url=with_anchor(first.url, anchor),
         names=list(first.names),
         chunk_count=len(chunks),
         from_chunk=from_chunk,
@@ -414,7 +425,10 @@ class LookupResponse(BaseModel):
     name: str
     found: int = Field(description="How many pages document the name.")
     truncated: bool
-    documents: list[Document] = Field(description="The pages, best match first, each rebuilt from its chunks.")
+    documents: list[Document] = Field(
+        description="The pages, best match first, each rebuilt from its chunks: from the first, or from the one "
+        "documenting the name where the page documents it at an anchor (from_chunk; url points at the anchor)."
+    )
 
 
 def split_documents(chunks: Sequence[Chunk]) -> list[list[Chunk]]:
@@ -425,20 +439,33 @@ def split_documents(chunks: Sequence[Chunk]) -> list[list[Chunk]]:
     return list(documents.values())
 
 
+def named_at(name: str, chunks: Sequence[Chunk]) -> tuple[Chunk, str] | None:
+    """The chunk of a document that documents `name` at an anchor of the page (objects.inv), and that anchor."""
+    key = name.strip().lower()
+    for chunk in chunks:
+        for named, anchor in chunk.name_anchors:
+            if named.lower() == key:
+                return chunk, anchor
+    return None
+
+
 def rank_pages(name: str, documents: list[list[Chunk]]) -> list[list[Chunk]]:
-    """Pages about `name` first: its name in the title, then the fewest other names, then the path."""
+    """Pages about `name` first: the page the site's objects.inv places it on (an exact address beats a
+    guess), then its name in the title, then the fewest other names, then the path."""
     key = name.strip().lower()
 
-    def order(chunks: list[Chunk]) -> tuple[int, int, str]:
+    def order(chunks: list[Chunk]) -> tuple[int, int, int, str]:
         first = chunks[0]
         in_title = re.search(rf"(?<!\w){re.escape(key)}(?!\w)", first.title.lower()) is not None
-        return (0 if in_title else 1, len(first.names), first.path)
+        return (0 if named_at(key, chunks) else 1, 0 if in_title else 1, len(first.names), first.path)
 
     return sorted(documents, key=order)
 
 
 def lookup_result(name: str, documents: list[list[Chunk]], *, max_chars: int) -> tuple[LookupResponse, str]:
-    """Every page documenting `name`, whole, sharing `max_chars` in order."""
+    """Every page documenting `name`, sharing `max_chars` in order: whole, or, where the page documents the
+    name at an anchor (`named_at`), from the chunk holding it on, its URL pointing at the anchor (an API page
+    may document hundreds of names, and the budget would end long before the one asked for)."""
     if not documents:
         text = (
             f"No page documents the name {name!r}. Names are matched exactly (case-insensitive); "
@@ -450,9 +477,11 @@ def lookup_result(name: str, documents: list[list[Chunk]], *, max_chars: int) ->
     results: list[Document] = []
     texts: list[str] = []
     for chunks in documents:
-        minimum = len(_document_head(chunks, 0)) + len(TRUNCATED) + 200
+        found = named_at(name, chunks)
+        start, anchor = (found[0].chunk_index, found[1]) if found else (0, None)
+        minimum = len(_document_head(chunks, start, anchor)) + len(TRUNCATED) + 200
         budget = max(left, minimum)  # every page gets at least its heading and the call for its text
-        document, text = document_result(chunks, from_chunk=0, max_chars=budget)
+        document, text = document_result(chunks, from_chunk=start, max_chars=budget, anchor=anchor)
         results.append(document)
         texts.append(text)
         left -= len(text) + 2

@@ -162,6 +162,10 @@ class _Walker:
         self.line = 1
         self.link_anchors: list[str] = []  # <a name=...></a> seen since the last text
         self.box_anchors: list[str] = []  # ids of containers entered since the last text
+        # Ids of every element, for the chunk that holds it (a Sphinx `<dt id=...>` signature): those
+        # entered since the last text start at the next text; those met inside a paragraph, in it.
+        self.pending_ids: list[str] = []
+        self.paragraph_ids: list[str] = []
         self.headings: list[str] = []
 
     def text(self, value: str | None) -> None:
@@ -173,15 +177,18 @@ class _Walker:
             self.box_anchors.clear()
             if self.start_line is None:
                 self.start_line = self.line
+                self.paragraph_ids.extend(self.pending_ids)
+                self.pending_ids.clear()
         self.parts.append(value)
 
     def flush(self) -> None:
         lines = [line.strip() for line in "".join(self.parts).split("\n")]
         lines = [line for line in lines if line]
         if lines:
-            self.builder.block(lines, self.start_line or self.line)
+            self.builder.block(lines, self.start_line or self.line, self.paragraph_ids)
         self.parts = []
         self.start_line = None
+        self.paragraph_ids = []
 
     def walk(self, el: lxml.html.HtmlElement) -> None:
         tag = el.tag.lower()
@@ -202,17 +209,17 @@ class _Walker:
             code = "".join(el.itertext()).strip("\n")
             if code.strip():
                 lines = [line.rstrip() for line in code.split("\n")]
-                self.text_block(code_fence("\n".join(lines), _language(el)))
+                self.text_block(code_fence("\n".join(lines), _language(el)), _ids_in(el))
             return
         if tag in {"ul", "ol"}:
             self.flush()
-            self.text_block(_list_lines(el, 0))
+            self.text_block(_list_lines(el, 0), _ids_in(el))
             return
         if tag == "table":
             rows = _table_lines(el)
             if rows:  # a table without text (a row of colour swatches) stays inline: no break
                 self.flush()
-                self.text_block(rows)
+                self.text_block(rows, _ids_in(el))
             return
         if tag == "br":
             self.parts.append("\n")
@@ -225,6 +232,8 @@ class _Walker:
             self.box_anchors.append(name)
         if block:
             self.flush()
+        if name:
+            (self.pending_ids if self.start_line is None else self.paragraph_ids).append(name)
         code = tag in {"code", "kbd", "samp", "tt"}
         opened = len(self.parts)
         if code:
@@ -242,11 +251,19 @@ class _Walker:
         if block:
             self.flush()
 
-    def text_block(self, lines: list[str]) -> None:
+    def text_block(self, lines: list[str], ids: list[str]) -> None:
+        """Lines made whole from an element (code, a list, a table); `ids`: those of the element and inside it."""
         if lines:
             self.link_anchors.clear()
             self.box_anchors.clear()
-            self.builder.block(lines, self.line)
+            self.builder.block(lines, self.line, [*self.pending_ids, *ids])
+            self.pending_ids.clear()
+
+
+def _ids_in(el: lxml.html.HtmlElement) -> list[str]:
+    """The ids (and `<a name>`s) of `el` and the elements inside it, in document order."""
+    found = (node.get("id") or (node.get("name") if node.tag == "a" else None) for node in el.iter())
+    return [name for name in found if name]
 
 
 def _language(el: lxml.html.HtmlElement) -> str:

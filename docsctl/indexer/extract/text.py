@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +82,7 @@ class _OpenSection:
     anchor: str | None
     start_line: int
     lines: list[tuple[int, str]] = field(default_factory=list)
+    anchors: list[tuple[str, int]] = field(default_factory=list)  # (id, index into `lines`)
 
 
 class SectionBuilder:
@@ -106,9 +108,11 @@ class SectionBuilder:
     def blank(self, line: int) -> None:
         self._current.lines.append((line, ""))
 
-    def block(self, lines: list[str], line: int) -> None:
-        """A paragraph-like block: a blank line, the lines, a blank line."""
+    def block(self, lines: list[str], line: int, anchors: Sequence[str] = ()) -> None:
+        """A paragraph-like block: a blank line, the lines, a blank line. `anchors`: ids of the elements
+        whose text starts in it."""
         self.blank(line)
+        self._current.anchors.extend((anchor, len(self._current.lines)) for anchor in anchors)
         for text in lines:
             self.line(text, line)
         self.blank(line)
@@ -123,7 +127,9 @@ class SectionBuilder:
         out: list[str] = []
         last_line = current.start_line
         fence: str | None = None  # the opening fence while inside a code block: blank lines kept there
+        placed: list[int] = []  # for each of current.lines, where in `out` it goes (or would go, if blank)
         for line_no, text in current.lines:
+            placed.append(len(out))
             marker = FENCE.match(text)
             if fence is None and marker:
                 fence = marker.group(2)
@@ -140,6 +146,7 @@ class SectionBuilder:
                 out.append("")
         while out and out[-1] == "":
             out.pop()
+        anchors = tuple((anchor, placed[index]) for anchor, index in current.anchors if placed[index] < len(out))
         body = "\n".join(out)
         if current.level == 0 and not body:
             return
@@ -154,6 +161,7 @@ class SectionBuilder:
                 anchor=current.anchor,
                 start_line=start,
                 end_line=max(start, last_line),
+                anchors=anchors,
             )
         )
 

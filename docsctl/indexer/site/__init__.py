@@ -3,7 +3,7 @@
 robots.py    robots.txt rules, Crawl-delay, Sitemap lines (pure)
 sitemaps.py  sitemap and sitemap-index parsing, gzip, lastmod (pure)
 urls.py      normalisation, scope, links of HTML and Markdown pages (pure)
-inventory.py Sphinx objects.inv -> API names per page
+inventory.py Sphinx objects.inv -> API names per page, each with its anchor
 fetch.py     the HTTP client: per-host rate and concurrency, redirects, size cap, retries
 crawl.py     discovery and the breadth-first crawl into a mirror folder
 """
@@ -43,9 +43,11 @@ def crawl_target(
     if start is None:
         raise ConfigError(f"source {target.name}: not a web address: {target.origin}")
 
-    def make_doc(url: str, path: str, file: Path, names: tuple[str, ...]) -> SourceDoc:
+    def make_doc(url: str, path: str, file: Path, entries: tuple[tuple[str, str], ...]) -> SourceDoc:
         category = category_for(path, target.category_rules)
-        return SourceDoc(target.name, path, file, category, target.version, url, names)
+        names = tuple(dict.fromkeys(name for name, _ in entries))
+        anchored = tuple((name, anchor) for name, anchor in entries if anchor)
+        return SourceDoc(target.name, path, file, category, target.version, url, names, anchored)
 
     job = SiteJob(
         name=target.name,

@@ -89,7 +89,8 @@ class SiteJob:
     scope: Scope
     settings: SiteSettings
     mirror: Path
-    make_doc: Callable[[str, str, Path, tuple[str, ...]], SourceDoc]  # (url, path, file, names) -> SourceDoc
+    # (url, path, file, (name, anchor) of each objects.inv name on the page) -> SourceDoc
+    make_doc: Callable[[str, str, Path, tuple[tuple[str, str], ...]], SourceDoc]
     previous: dict[str, dict[str, Any]]  # the state of the last crawl ({} for a full one)
 
 
@@ -136,7 +137,7 @@ class _Crawl:
         self.seen: set[str] = set()  # URLs queued or claimed, so each is requested at most once
         self.by_hash: dict[str, str] = {}  # content hash -> identity URL that holds it
         self.lastmod: dict[str, float | None] = {}
-        self.names: dict[str, list[str]] = {}  # page URL -> API names from objects.inv
+        self.names: dict[str, list[tuple[str, str]]] = {}  # page URL -> (API name, anchor) from objects.inv
         self.queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self.unreachable = ""  # why the site was not crawled at all this time
         self.prefer_markdown: set[str] = set()  # pages llms.txt links to
@@ -203,7 +204,7 @@ class _Crawl:
         for entry in entries:
             url = normalize_url(entry.uri, inventory_url)
             if url is not None:
-                self.names.setdefault(url, []).append(entry.name)
+                self.names.setdefault(url, []).append((entry.name, entry.anchor))
 
     # -- the crawl ---------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 import sphobjinv
 
@@ -12,6 +13,11 @@ class InventoryEntry:
     name: str  # e.g. panel.widgets.Select
     role: str  # e.g. py:class
     uri: str  # relative to the inventory's folder, with the anchor: api/panel.widgets.html#panel.widgets.Select
+
+    @property
+    def anchor(self) -> str:
+        """The id of the element that documents the name on its page ("" for the page as a whole)."""
+        return unquote(urlsplit(self.uri).fragment)
 
 
 def parse_inventory(raw: bytes) -> list[InventoryEntry]:

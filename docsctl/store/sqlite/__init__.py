@@ -8,8 +8,8 @@ Schema (`PRAGMA application_id` = APPLICATION_ID, `PRAGMA user_version` = SCHEMA
 
     meta(key, value)            mapping_version, model, dimension, index_id, generation
     sources(source, state)      what record_source stored, as JSON
-    chunks(id, chunk_id, ...)   every Chunk field; breadcrumb, names, merged_anchors as JSON. `id` is the rowid
-                                shared by the three tables below.
+    chunks(id, chunk_id, ...)   every Chunk field; breadcrumb, names, merged_anchors, name_anchors as
+                                JSON. `id` is the rowid shared by the three tables below.
     chunk_names(name, chunk)    lowercased names, for lookup
     vectors(chunk, vector)      normalized float32 little-endian blobs
     fts                         FTS5 over title, breadcrumb, section, content; `porter unicode61`

@@ -19,11 +19,14 @@ from docsctl.models import Chunk
 from docsctl.process import pid_alive
 
 APPLICATION_ID = 0x64637478  # "dctx"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Schema changes that only add a column, by the version they upgrade from: a file of that version is
 # upgraded in place when opened, so it keeps answering (the next reindex rebuilds it, since its meta
 # records the older version, and fills the new column).
-UPGRADES = {1: "ALTER TABLE chunks ADD COLUMN merged_anchors TEXT NOT NULL DEFAULT '[]'"}
+UPGRADES = {
+    1: "ALTER TABLE chunks ADD COLUMN merged_anchors TEXT NOT NULL DEFAULT '[]'",
+    2: "ALTER TABLE chunks ADD COLUMN name_anchors TEXT NOT NULL DEFAULT '[]'",
+}
 BATCH = 256
 BUSY_TIMEOUT_MS = 5000
 MAX_IDLE_READERS = 8
@@ -56,6 +59,7 @@ CREATE TABLE chunks (
     url TEXT,
     anchor TEXT,
     merged_anchors TEXT NOT NULL,
+    name_anchors TEXT NOT NULL,
     indexed_at TEXT NOT NULL
 );
 CREATE INDEX chunks_doc ON chunks (doc_id, chunk_index);
@@ -75,7 +79,7 @@ PRAGMA user_version = {SCHEMA_VERSION};
 _CHUNK_FIELDS = [
     "chunk_id", "doc_id", "source", "path", "version", "title", "breadcrumb", "section", "category", "doc_type",
     "chunk_index", "content", "content_hash", "start_line", "end_line", "names", "url", "anchor", "merged_anchors",
-    "indexed_at",
+    "name_anchors", "indexed_at",
 ]  # fmt: skip
 _COLUMNS = ", ".join(f"c.{name}" for name in _CHUNK_FIELDS)
 _BUILDING = re.compile(r"\.building-(\d+)(-wal|-shm|-journal)?$")
@@ -121,6 +125,7 @@ def _chunk_from_row(row: Sequence[Any], embedding: bytes | None = None) -> Chunk
     data["breadcrumb"] = json.loads(data["breadcrumb"])
     data["names"] = json.loads(data["names"])
     data["merged_anchors"] = json.loads(data["merged_anchors"])
+    data["name_anchors"] = json.loads(data["name_anchors"])
     if embedding is not None:
         data["embedding"] = np.frombuffer(embedding, dtype="<f4").tolist()
     return Chunk(**data)

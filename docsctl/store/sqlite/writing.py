@@ -46,7 +46,7 @@ def _chunk_params(chunk: Chunk, indexed_at: str) -> list[Any]:
     """The values of _CHUNK_FIELDS for one chunk, as stored."""
     data = {name: getattr(chunk, name) for name in _CHUNK_FIELDS}  # not to_dict(): it deep-copies the vector
     data["breadcrumb"], data["names"] = json.dumps(chunk.breadcrumb), json.dumps(chunk.names)
-    data["merged_anchors"] = json.dumps(chunk.merged_anchors)
+    data["merged_anchors"], data["name_anchors"] = json.dumps(chunk.merged_anchors), json.dumps(chunk.name_anchors)
     data["indexed_at"] = chunk.indexed_at or indexed_at
     return [data[name] for name in _CHUNK_FIELDS]
 
