@@ -173,6 +173,11 @@ def test_lookup_of_an_objects_inv_name_answers_from_its_signature_with_its_ancho
         assert starts["shapes.Thing"] == 0 < starts["shapes.Thing.resize_6"] < starts["shapes.Thing.resize_9"]
         module = mcp_lookup(crawler, "shapes")[0].documents[0]
         assert module.url == f"{page_url}#module-shapes" and module.from_chunk == 0
+        # A new objects.inv takes effect on the next crawl, though the page itself has not changed.
+        sphinx_site.objects = {**SPHINX_OBJECTS, "shapes.Thing.enlarge": "api.html#shapes.Thing.resize_3"}
+        crawler.run()
+        enlarge = mcp_lookup(crawler, "shapes.Thing.enlarge")[0].documents
+        assert enlarge and enlarge[0].url == f"{page_url}#shapes.Thing.resize_3"
     finally:
         crawler.store.drop()
 

@@ -11,6 +11,7 @@ deleted and searches never see a document vanish mid-update.
 from __future__ import annotations
 
 import hashlib
+import json
 import queue
 import threading
 import time
@@ -100,8 +101,13 @@ def doc_id_for(source: str, version: str, path: str) -> str:
     return f"{source}:{version}:{path}" if version else f"{source}:{path}"
 
 
-def content_hash(raw: bytes) -> str:
-    return hashlib.sha256(PIPELINE_VERSION.encode() + b"\0" + raw).hexdigest()[:24]
+def content_hash(doc: SourceDoc, raw: bytes) -> str:
+    """What the document's chunks are made from: its bytes, and the names (and their anchors) its source
+    gives it from outside the file, a site's objects.inv: a new inventory re-indexes an unchanged page."""
+    digest = hashlib.sha256(PIPELINE_VERSION.encode() + b"\0" + raw)
+    if doc.names or doc.name_anchors:
+        digest.update(b"\0" + json.dumps([doc.names, doc.name_anchors]).encode())
+    return digest.hexdigest()[:24]
 
 
 def build_chunks(doc: SourceDoc, extracted: ExtractedDoc, doc_hash: str) -> list[Chunk]:
@@ -202,7 +208,7 @@ class _Run:
             except OSError as exc:
                 yield _Skip(doc, f"unreadable: {exc.strerror or exc}")
                 continue
-            doc_hash = content_hash(raw)
+            doc_hash = content_hash(doc, raw)
             if old.get(doc.path) == doc_hash:
                 yield _Unchanged(doc)
                 continue
