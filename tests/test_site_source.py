@@ -8,6 +8,7 @@ changed, a deleted and a failing page. The one-off `docsctl reindex URL` runs th
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import statistics
 import uuid
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from corpus_fixtures import BACKENDS, backend_settings, settings_env
+from rich.console import Console
+from rich.progress import MofNCompleteColumn, Progress, TextColumn
 from site_server import (
     DISALLOWED,
     EXTRAS,
@@ -29,10 +32,12 @@ from site_server import (
 from typer.testing import CliRunner
 
 from docsctl.cli.app import app
+from docsctl.cli.common import ProgressBars
 from docsctl.config import SiteSettings, load_settings
 from docsctl.embedding import EmbeddingCache
 from docsctl.indexer.git import checkout
 from docsctl.indexer.pipeline import ReindexSummary, reindex
+from docsctl.indexer.site import CrawlProgress, CrawlStats
 from docsctl.indexer.site.crawl import CrawlResult, SiteJob, crawl
 from docsctl.indexer.site.urls import Scope, scope_of
 from docsctl.indexer.sources import resolve_sources
@@ -74,12 +79,18 @@ class Crawler:
         self.sources = load_settings(config).sources
         self.store = open_store(settings)
 
-    def run(self, full: bool = False) -> ReindexSummary:
+    def run(self, full: bool = False, crawl_progress: CrawlProgress | None = None) -> ReindexSummary:
         resolved = resolve_sources(self.sources, lambda *args: checkout(*args, self.mirror), cache_dir=self.mirror)
         cache = EmbeddingCache(self.settings.embedding_cache_path, self.embedder.model_name)
         try:
             return reindex(
-                self.store, self.embedder, resolved.targets, lock_path=self.settings.lock_path, full=full, cache=cache
+                self.store,
+                self.embedder,
+                resolved.targets,
+                lock_path=self.settings.lock_path,
+                full=full,
+                cache=cache,
+                crawl_progress=crawl_progress,
             )
         finally:
             cache.close()
@@ -180,6 +191,31 @@ def test_lookup_of_an_objects_inv_name_answers_from_its_signature_with_its_ancho
         assert enlarge and enlarge[0].url == f"{page_url}#shapes.Thing.resize_3"
     finally:
         crawler.store.drop()
+
+
+def test_a_crawl_draws_its_progress_bar(site: SiteServer, request, tmp_path, embedder, embedding_cache_dir):
+    """The bar `docsctl reindex` draws (cli/common.ProgressBars): pages fetched, queued, skipped, per second,
+    counts that only grow, and nothing left queued at the end."""
+    settings = backend_settings(request, "sqlite", tmp_path / "data", embedding_cache_dir)
+    config = tmp_path / "docsctl.toml"
+    config.write_text(SITE_TOML.format(url=site.url, include='["/user/commands/c*"]', concurrency=1, timeout=TIMEOUT))
+    crawler = Crawler(settings, embedder, config, tmp_path / "cache")
+    screen = Console(file=io.StringIO(), force_terminal=True, width=200)
+    seen: list[tuple[int, int, int]] = []
+    with Progress(TextColumn("{task.description}"), MofNCompleteColumn(), console=screen) as progress:
+        bars = ProgressBars(progress, str)
+
+        def report(source: str, stats: CrawlStats) -> None:
+            seen.append((stats.fetched + stats.not_modified, stats.queued, stats.skipped))
+            bars.crawled(source, stats)
+
+        summary = crawler.run(crawl_progress=report)
+    fetched = [done for done, _, _ in seen]
+    assert len(seen) > 3 and fetched == sorted(fetched)
+    assert fetched[-1] == summary.crawls["site"]["fetched"] == len(site.pages) + 1  # and the start page
+    assert max(queued for _, queued, _ in seen) > 0 and seen[-1][1] == 0
+    drawn = screen.file.getvalue()
+    assert f"crawling site: {fetched[-1]} fetched, 0 queued, 0 skipped" in drawn and "/s" in drawn
 
 
 def skipped_reasons(summary: ReindexSummary) -> dict[str, str]:
