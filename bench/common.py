@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,8 +137,14 @@ def dev_corpora_index(backend: str, opensearch_url: str | None) -> Iterator[tupl
 
 
 def dev_queries() -> list[str]:
+    return list(dev_query_sources())
+
+
+def dev_query_sources() -> dict[str, str]:
+    """Each dev query's text and the source (corpus) it is about: the filter an assistant passes."""
     with DEV_QUERIES.open(encoding="utf-8") as lines:
-        return [json.loads(line)["query"] for line in lines if line.strip()]
+        records = [json.loads(line) for line in lines if line.strip()]
+    return {record["query"]: record["corpus"] for record in records}
 
 
 def distribution(samples_ms: Sequence[float]) -> dict[str, float]:
@@ -189,19 +195,25 @@ def mcp_stdio(settings: Settings) -> Any:
     return StdioServerParameters(command=command[0], args=[*command[1:], "serve"], env=settings_env(settings))
 
 
-async def mcp_passes(server: Any, queries: list[str], passes: int) -> list[float]:
+async def mcp_passes(
+    server: Any, queries: list[str], passes: int, sources: Mapping[str, str] | None = None
+) -> list[float]:
     """Milliseconds of each `search_docs` call, timed by the official MCP client, over `passes` passes after
-    a warm-up pass; `server` is stdio parameters (mcp_stdio) or a streamable HTTP URL."""
+    a warm-up pass; `server` is stdio parameters (mcp_stdio) or a streamable HTTP URL; `sources`: each
+    query's `source` argument."""
     from mcp import Client
+
+    def arguments(text: str) -> dict[str, str]:
+        return {"query": text, "source": sources[text]} if sources else {"query": text}
 
     async with Client(server, read_timeout_seconds=120) as client:
         for text in queries:  # warm-up pass
-            await client.call_tool("search_docs", {"query": text})
+            await client.call_tool("search_docs", arguments(text))
         samples = []
         for _ in range(passes):
             for text in queries:
                 started = time.perf_counter()
-                result = await client.call_tool("search_docs", {"query": text})
+                result = await client.call_tool("search_docs", arguments(text))
                 samples.append((time.perf_counter() - started) * 1000)
                 if result.is_error:
                     raise RuntimeError(f"search_docs failed: {result.content[0].text}")

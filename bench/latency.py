@@ -1,4 +1,5 @@
-"""Query latency (p50/p95/p99) over the 40 dev queries, per backend, four ways, measured in one run.
+"""Query latency (p50/p95/p99) over the 40 dev queries, per backend, four ways, measured in one run. Every
+query filters on its corpus (the `source` an assistant passes), as bench/peers.py's do.
 
     python bench/latency.py [--backend sqlite|opensearch|both] [--opensearch-url URL] [--passes N]
                             [--cli-queries N] [--profile] [--out FILE]
@@ -38,7 +39,7 @@ from common import (
     bench_parser,
     bench_settings,
     corpus_targets,
-    dev_queries,
+    dev_query_sources,
     distribution,
     docsctl_command,
     free_port,
@@ -57,6 +58,7 @@ from common import (
 from docsctl.config import Settings
 from docsctl.embedding import Embedder, EmbeddingCache, embedder_for
 from docsctl.indexer.pipeline import reindex
+from docsctl.models import Filters
 from docsctl.server.search import Searcher
 from docsctl.store import open_store
 
@@ -73,54 +75,65 @@ def build_index(settings: Settings, work: Path, embedder: Embedder) -> int:
     return summary.chunks_written
 
 
-def in_process(settings: Settings, queries: list[str], passes: int) -> dict[str, Any]:
+def in_process(settings: Settings, sources: dict[str, str], passes: int) -> dict[str, Any]:
     """Hybrid search with queries embedded by ONNX Runtime (the default), by torch, and from the query
-    cache; each embedding runtime alone; BM25 alone (no embedding)."""
+    cache; each embedding runtime alone; BM25 alone (no embedding). Every search filters on its query's source."""
+    queries = list(sources)
+
+    def filtered(text: str) -> Filters:
+        return Filters(sources=(sources[text],))
+
     figures = {}
     runs = (("hybrid_uncached", "onnx", 0), ("hybrid_uncached_torch", "torch", 0), ("hybrid_query_cache", "onnx", 256))
     for name, runtime, cache_size in runs:
         embedder = embedder_for(replace(settings, query_runtime=runtime), query_cache_size=cache_size)
         searcher = Searcher(open_store(settings), embedder)
-        samples = timed_passes(lambda text, s=searcher: s.search(text, limit=5), queries, passes)
+        search = searcher.search
+        samples = timed_passes(lambda text, s=search: s(text, limit=5, filters=filtered(text)), queries, passes)
         figures[name] = distribution(samples)
         if cache_size == 0:
             embed = timed_passes(embedder.encode_query, queries, passes)
             figures["query_embedding_only" + name.removeprefix("hybrid_uncached")] = distribution(embed)
     searcher = Searcher(open_store(settings), embedder_for(settings))
-    store_only = timed_passes(lambda text: searcher.search(text, limit=5, mode="bm25"), queries, passes)
+    store_only = timed_passes(
+        lambda text: searcher.search(text, limit=5, mode="bm25", filters=filtered(text)), queries, passes
+    )
     figures["bm25_only"] = distribution(store_only)
     return figures
 
 
-def profile_pass(settings: Settings, queries: list[str], backend: str) -> None:
+def profile_pass(settings: Settings, sources: dict[str, str], backend: str) -> None:
     from pyinstrument import Profiler
 
     searcher = Searcher(open_store(settings), embedder_for(settings, query_cache_size=0))
-    searcher.search(queries[0])
+    searcher.search(next(iter(sources)))
     profiler = Profiler(interval=0.001)
     profiler.start()
-    for text in queries:
-        searcher.search(text, limit=5)
+    for text, source in sources.items():
+        searcher.search(text, limit=5, filters=Filters(sources=(source,)))
     profiler.stop()
     (RESULTS / f"latency_profile_{backend}.txt").write_text(profiler.output_text(unicode=True, color=False))
 
 
-def cli(settings: Settings, queries: list[str]) -> dict[str, Any]:
+def cli(settings: Settings, sources: dict[str, str]) -> dict[str, Any]:
     env = settings_env(settings)
     run = [*docsctl_command(), "query"]
-    subprocess.run([*run, queries[0], "--json"], env=env, check=True, capture_output=True)  # warm the page cache
+    first = next(iter(sources))
+    subprocess.run([*run, first, "--json"], env=env, check=True, capture_output=True)  # warm the page cache
     samples = []
-    for text in queries:
+    for text, source in sources.items():
         started = time.perf_counter()
-        subprocess.run([*run, text, "--json"], env=env, check=True, capture_output=True)
+        subprocess.run([*run, text, "--source", source, "--json"], env=env, check=True, capture_output=True)
         samples.append((time.perf_counter() - started) * 1000)
     return distribution(samples)
 
 
-def mcp(settings: Settings, queries: list[str], passes: int, work: Path) -> dict[str, Any]:
+def mcp(settings: Settings, sources: dict[str, str], passes: int, work: Path) -> dict[str, Any]:
     env = settings_env(settings)
     command = docsctl_command()
-    figures: dict[str, Any] = {"mcp_stdio": distribution(asyncio.run(mcp_passes(mcp_stdio(settings), queries, passes)))}
+    queries = list(sources)
+    stdio = asyncio.run(mcp_passes(mcp_stdio(settings), queries, passes, sources))
+    figures: dict[str, Any] = {"mcp_stdio": distribution(stdio)}
     port = free_port()
     with (work / "serve-http.log").open("w") as errlog:
         process = subprocess.Popen(
@@ -131,7 +144,7 @@ def mcp(settings: Settings, queries: list[str], passes: int, work: Path) -> dict
         )
     try:
         wait_for_port(port, process)
-        samples = asyncio.run(mcp_passes(f"http://127.0.0.1:{port}/mcp", queries, passes))
+        samples = asyncio.run(mcp_passes(f"http://127.0.0.1:{port}/mcp", queries, passes, sources))
         figures["mcp_http"] = distribution(samples)
         figures["serve_memory_http"] = rss_mb(process.pid)
     finally:
@@ -145,18 +158,18 @@ def run_backend(
 ) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix=f"docsctl-bench-latency-{backend}-"))
     settings = bench_settings(backend, url, work)
-    queries = dev_queries()
+    sources = dev_query_sources()
     try:
         chunks = build_index(settings, work, embedder)
         log(f"{backend}: indexed {chunks} chunks")
-        figures: dict[str, Any] = {"chunks": chunks, "queries": len(queries), "passes": passes}
-        figures["in_process"] = in_process(settings, queries, passes)
+        figures: dict[str, Any] = {"chunks": chunks, "queries": len(sources), "passes": passes, "filtered": "source"}
+        figures["in_process"] = in_process(settings, sources, passes)
         log(f"{backend}: in process {figures['in_process']['hybrid_uncached']}")
         if profile:
-            profile_pass(settings, queries, backend)
-        figures.update(mcp(settings, queries, passes, work))
+            profile_pass(settings, sources, backend)
+        figures.update(mcp(settings, sources, passes, work))
         log(f"{backend}: mcp stdio {figures['mcp_stdio']} http {figures['mcp_http']}")
-        figures["cli_process"] = cli(settings, queries[:cli_queries])
+        figures["cli_process"] = cli(settings, dict(list(sources.items())[:cli_queries]))
         log(f"{backend}: cli {figures['cli_process']}")
         return figures
     finally:
