@@ -103,10 +103,10 @@ class Chunk:
         return data
 
     @classmethod
-    def brief(cls, chunk_id: str, doc_id: str, names: list[str]) -> Chunk:
-        """A stand-in holding what ranking needs (identity, document, names); every other field is empty
-        until the chunk is fetched whole (Store.page)."""
-        return cls(chunk_id, doc_id, "", "", "", [], "", "", "", 0, "", "", names=list(names))
+    def brief(cls, chunk_id: str, doc_id: str) -> Chunk:
+        """A stand-in holding what ranking needs (identity, document); every other field is empty until the
+        chunk is fetched whole (Store.page)."""
+        return cls(chunk_id, doc_id, "", "", "", [], "", "", "", 0, "", "")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Chunk:
@@ -136,6 +136,11 @@ class Hit:
     score: float
     highlights: list[str] = field(default_factory=list)
     ranks: dict[str, int] = field(default_factory=dict)  # rank per retriever, e.g. {"bm25": 1, "knn": 4}
+
+    def rescored(self, score: float, ranks: dict[str, int]) -> Hit:
+        """A copy with another score and ranks, as dataclasses.replace would make it: that looks the fields up
+        on every call (2-3 us), and a search makes several hundred of these (its candidates, fused)."""
+        return Hit(self.chunk, score, self.highlights, ranks)
 
     def to_dict(self) -> dict[str, Any]:
         data = self.chunk.to_dict()

@@ -358,7 +358,6 @@ def test_brief_hits_rank_as_whole_ones_and_carry_what_fusion_needs(filled, embed
         assert ids(brief) == ids(whole) and len(whole) >= 5
         for short, full in zip(brief, whole, strict=True):
             assert short.chunk.doc_id == full.chunk.doc_id
-            assert sorted(map(str.lower, short.chunk.names)) == sorted(map(str.lower, full.chunk.names))
             assert short.score == pytest.approx(full.score)
 
 

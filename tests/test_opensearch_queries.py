@@ -105,7 +105,7 @@ def test_brief_candidates_read_doc_values_instead_of_the_stored_chunk():
     for body in (q.bm25_body("color", 50, brief=True), q.knn_body([0.1], 50, brief=True)):
         # not even _id: it is read from the stored-fields block that holds the _source
         assert body["stored_fields"] == "_none_" and "_source" not in body
-        assert body["docvalue_fields"] == ["chunk_id", "doc_id", "name"]
+        assert body["docvalue_fields"] == ["chunk_id", "doc_id"]
     for body in (q.bm25_body("color", 50), q.knn_body([0.1], 50)):
         assert body["_source"] == q.SOURCE_EXCLUDES and "docvalue_fields" not in body and "stored_fields" not in body
 

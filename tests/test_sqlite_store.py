@@ -18,7 +18,11 @@ from docsctl.models import Chunk, Filters, IndexMeta
 from docsctl.store.sqlite import SCHEMA_VERSION, SqliteStore, fragments
 from docsctl.store.sqlite import bm25 as bm25_module
 from docsctl.store.sqlite import schema as schema_module
+from docsctl.store.sqlite.bm25 import _fts_query
+from docsctl.store.sqlite.highlight import _MARK_END, _MARK_START, _code_spans, _spans
+from docsctl.store.sqlite.knn import _blocks, _cosines
 from docsctl.store.sqlite.postings import top_rows
+from docsctl.text import code_query_terms, prose_terms
 
 META = IndexMeta(mapping_version=1, model="test-model", dimension=4)
 
@@ -422,3 +426,52 @@ def test_top_rows_breaks_ties_by_rowid():
     assert top_rows(scores, np.array([1, 2, 3, 4, 5]), 2) == [(1, 2.0), (3, 2.0)]
     assert top_rows(scores, np.array([2, 4, 5]), 5) == [(4, 2.0), (2, 1.0), (5, 0.5)]
     assert top_rows(scores, np.array([], dtype=np.int64), 3) == []
+
+
+@pytest.mark.parametrize("rows", [6640, 6643, 1001, 130, 7])
+def test_knn_over_the_allowed_blocks_scores_as_the_whole_product(rows):
+    """k-NN computes the product over the blocks a filter allows (knn._blocks): every allowed row gets the score
+    the whole product gives it, to the last bit, however the allowed rows lie."""
+    rng = np.random.default_rng(rows)
+    matrix = rng.standard_normal((rows, 384)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    half = np.zeros(rows, dtype=bool)
+    half[rows // 3 : rows // 3 + rows // 2] = True  # one source of two
+    runs = np.zeros(rows, dtype=bool)
+    for start in range(0, rows, 1000):  # a source in every replica
+        runs[start + 37 : start + 437] = True
+    scattered = rng.random(rows) < 0.02
+    for mask in (half, runs, scattered, ~half, np.zeros(rows, dtype=bool)):
+        for _ in range(5):
+            query = matrix[rng.integers(rows)] + rng.standard_normal(384).astype(np.float32) * 0.1
+            assert np.array_equal(_cosines(matrix, query, mask)[mask], _cosines(matrix, query)[mask])
+    if rows >= 1000:
+        assert _blocks(half) is not None and _blocks(runs) is not None  # the blocks were computed, not all rows
+    assert _blocks(np.ones(rows, dtype=bool)) is None
+
+
+@pytest.mark.parametrize("chimerax_index", ["sqlite"], indirect=True)
+def test_highlights_are_fts5s_marks_in_the_index(chimerax_index, shared_dir):
+    """page() has FTS5 mark the shown chunks in a scratch table of their own: the same fragments as FTS5's
+    highlight() over the index's own table, for every dev question and a few lookups, page after page."""
+    store = SqliteStore(chimerax_index.store.path)
+    conn = sqlite3.connect(store.path)
+    for text in [*_dev_questions(shared_dir), "color by chain", "SelectEditor", "--transparency 50", "the"]:
+        chunk_ids = [hit.chunk.chunk_id for hit in store.bm25(text, k=20)][::2]
+        marks = ",".join("?" * len(chunk_ids))
+        rows = conn.execute(f"SELECT id, chunk_id, content FROM chunks WHERE chunk_id IN ({marks})", chunk_ids)
+        shown = {rowid: (chunk_id, content) for rowid, chunk_id, content in rows}
+        marked = dict(
+            conn.execute(
+                f"SELECT rowid, highlight(fts, 3, ?, ?) FROM fts WHERE fts MATCH ? AND rowid IN ({marks})",
+                [_MARK_START, _MARK_END, _fts_query(prose_terms(text)), *shown],
+            )
+        )
+        code = set(code_query_terms(text))
+        expected = {
+            chunk_id: fragments(content, _spans(marked.get(rowid), content) + _code_spans(content, code))
+            for rowid, (chunk_id, content) in shown.items()
+        }
+        for _ in range(2):  # and the scratch table is left empty
+            assert {chunk_id: hit.highlights for chunk_id, hit in store.page(text, chunk_ids).items()} == expected
+    conn.close()

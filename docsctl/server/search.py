@@ -79,7 +79,7 @@ def fuse_rewordings(rankings: Sequence[list[Hit]], per_document: bool = True) ->
             if key not in best or rank < best[key][0]:
                 best[key] = (rank, hit)
     fused = reciprocal_rank_fusion({str(i): [key_of(hit) for hit in ranking] for i, ranking in enumerate(rankings)})
-    return [replace(best[item.key][1], score=item.score) for item in fused]
+    return [(hit := best[item.key][1]).rescored(item.score, hit.ranks) for item in fused]
 
 
 def collapse_by_document(hits: Iterable[Hit]) -> list[Hit]:
@@ -119,7 +119,7 @@ def fuse(
 ) -> list[Hit]:
     """Fusion of two chunk lists (reciprocal rank fusion by default); bm25 highlights are kept."""
     fused = _chunk_fusion(bm25_hits, knn_hits, weights or FUSION_WEIGHTS, method, k)
-    return [replace(hit, score=item.score, ranks=item.ranks) for hit, item in fused]
+    return [hit.rescored(item.score, item.ranks) for hit, item in fused]
 
 
 def fuse_documents(
@@ -146,13 +146,14 @@ def fuse_documents(
     best: dict[str, tuple[Hit, Fused]] = {}  # each document's best chunk in chunk-level fusion, in that order
     for hit, item in _chunk_fusion(bm25_hits, knn_hits, weights, method, k):
         best.setdefault(hit.chunk.doc_id, (hit, item))
-    shown = {doc_id: replace(hit, score=item.score, ranks=item.ranks) for doc_id, (hit, item) in best.items()}
     lists = {"bm25": collapse_by_document(bm25_hits), "knn": collapse_by_document(knn_hits)}
     for name, doc_ids in (doc_rankings or {}).items():
         if weights.get(name, 0.0) > 0:  # fusion would count a list missing from `weights` at weight 1
-            lists[name] = [shown[doc_id] for doc_id in doc_ids if doc_id in shown]
+            # each at its chunk-level fused score: what min-max fusion reads
+            ranked = [best[doc_id] for doc_id in doc_ids if doc_id in best]
+            lists[name] = [hit.rescored(item.score, item.ranks) for hit, item in ranked]
     fused = _fused(lists, lambda hit: hit.chunk.doc_id, weights, method, k)
-    return [replace(shown[item.key], score=item.score, ranks=item.ranks) for item in fused]
+    return [best[item.key][0].rescored(item.score, item.ranks) for item in fused]
 
 
 _CODE_LIKE = re.compile(r"[._:/()\[\]#<>=]|\w_\w")  # a.b, a_b, a(), a::b, a/b: names, not words
@@ -297,7 +298,7 @@ class Searcher:
         else:
             vector = self.embedder.encode_query(text) if vector is None else vector
             hits = self.store.knn(vector, depth, filters, brief=brief)
-        return [replace(hit, ranks={retriever: rank}) for rank, hit in enumerate(hits, start=1)]
+        return [hit.rescored(hit.score, {retriever: rank}) for rank, hit in enumerate(hits, start=1)]
 
     def document_ranking(self, vector: Vector, depth: int, filters: Filters) -> list[str]:
         """Document ids by the similarity of their centroid to the query `vector`, best first."""

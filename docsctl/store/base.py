@@ -86,7 +86,7 @@ class Store(Protocol):
 
     def bm25(self, text: str, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:
         """The k chunks that best match the words of `text`. With `brief`, a backend may return stand-ins
-        (Chunk.brief: id, document, names, maybe lowercased; what fusion needs), leaving the rest to `page`."""
+        (Chunk.brief: id and document, what fusion needs), leaving the rest to `page`."""
         ...
 
     def knn(self, vector: Vector, k: int, filters: Filters | None = None, *, brief: bool = False) -> list[Hit]:

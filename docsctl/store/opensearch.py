@@ -87,8 +87,8 @@ def _from_source(source: dict[str, Any]) -> Chunk:
 
 
 def _brief_chunk(hit: dict[str, Any]) -> Chunk:
-    fields = hit["fields"]  # chunk_id and doc_id are in every chunk; name only where the page documents names
-    return Chunk.brief(fields["chunk_id"][0], fields["doc_id"][0], fields.get("name", []))
+    fields = hit["fields"]
+    return Chunk.brief(fields["chunk_id"][0], fields["doc_id"][0])
 
 
 def _highlights(hit: dict[str, Any]) -> list[str]:

@@ -41,10 +41,10 @@ HIGHLIGHT = {
     },
 }
 SOURCE_EXCLUDES = {"excludes": ["embedding", "doc_embedding"]}
-# What a brief hit carries (Store.bm25/knn with brief=True): fusion needs only the chunk's id, document
-# and names, read from doc values; skipping the stored _source of 50 candidates per request saved 1-2 ms of
+# What a brief hit carries (Store.bm25/knn with brief=True): fusion needs only the chunk's id and document,
+# read from doc values; skipping the stored _source of 50 candidates per request saved 1-2 ms of
 # the node's time per request and 2-4 ms of wall time at corpus size (bench/README.md, "Session 4").
-BRIEF_FIELDS = ["chunk_id", "doc_id", "name"]
+BRIEF_FIELDS = ["chunk_id", "doc_id"]
 # No stored fields at all, not even _id (chunk_id is the same value, from doc values): Lucene keeps a
 # document's stored fields in compressed blocks with its _source, so reading _id alone cost 1-1.5 ms a
 # request of 50 hits (bench/README.md, "Session 6").

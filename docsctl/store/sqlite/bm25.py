@@ -12,7 +12,7 @@ from functools import cache
 
 import numpy as np
 
-from docsctl.models import Filters
+from docsctl.models import Chunk, Filters
 from docsctl.store.sqlite.filters import _filter_mask
 from docsctl.store.sqlite.postings import Postings, QueryTokenizer, top_rows
 from docsctl.store.sqlite.schema import CODE_TOKENIZE, PROSE_TOKENIZE
@@ -49,7 +49,7 @@ def _fts_query(terms: Sequence[str]) -> str:
 @dataclass
 class _PostingsCache:
     """BM25 from the FTS5 tables' postings (docsctl.store.sqlite.postings) for one index generation: each
-    table's statistics and cached postings, and every chunk's filter fields as codes, by rowid."""
+    table's statistics and cached postings, and every chunk's filter fields as codes and its ids, by rowid."""
 
     key: tuple[str, str]
     tables: dict[str, Postings]
@@ -57,6 +57,10 @@ class _PostingsCache:
     chunks: int  # how many chunks the index holds
     codes: dict[str, np.ndarray]
     values: dict[str, dict[str, int]]
+    # What Chunk.brief needs, by rowid: brief hits come from here, not from a query for 100 rows (half of
+    # BM25's time at 6,640 chunks).
+    chunk_ids: list[str]
+    doc_ids: list[str]
 
     @classmethod
     def load(cls, conn: sqlite3.Connection, key: tuple[str, str]) -> _PostingsCache:
@@ -64,7 +68,7 @@ class _PostingsCache:
         tables = {
             table: Postings(conn, table, _VOCABS[table], _TABLE_COLUMNS[table], weights[table]) for table in _VOCABS
         }
-        rows = conn.execute("SELECT id, category, source, version FROM chunks").fetchall()
+        rows = conn.execute("SELECT id, category, source, version, chunk_id, doc_id FROM chunks").fetchall()
         size = max([max((row[0] for row in rows), default=0) + 1, *(postings.size for postings in tables.values())])
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         codes: dict[str, np.ndarray] = {}
@@ -76,7 +80,14 @@ class _PostingsCache:
                 (table.setdefault(row[position], len(table)) for row in rows), dtype=np.int32, count=len(rows)
             )
             values[field] = table
-        return cls(key, tables, size, len(rows), codes, values)
+        chunk_ids, doc_ids = [""] * size, [""] * size
+        for row in rows:
+            chunk_ids[row[0]], doc_ids[row[0]] = row[4], row[5]
+        return cls(key, tables, size, len(rows), codes, values, chunk_ids, doc_ids)
+
+    def brief(self, rowid: int) -> Chunk:
+        """The Chunk.brief stand-in of one chunk."""
+        return Chunk.brief(self.chunk_ids[rowid], self.doc_ids[rowid])
 
 
 class _Bm25Query:

@@ -114,8 +114,8 @@ def _chunks_in(
     """The chunks whose `column` (of `chunks c`) is one of `values`, by rowid; `brief`: Chunk.brief stand-ins
     (reading and decoding 50 whole chunks was a tenth of a search's time)."""
     if brief:
-        found = _select_in(conn, "SELECT c.id, c.chunk_id, c.doc_id, c.names FROM chunks c", column, values)
-        return {row[0]: Chunk.brief(row[1], row[2], json.loads(row[3])) for row in found}
+        found = _select_in(conn, "SELECT c.id, c.chunk_id, c.doc_id FROM chunks c", column, values)
+        return {row[0]: Chunk.brief(row[1], row[2]) for row in found}
     found = _select_in(conn, f"SELECT c.id, {_COLUMNS} FROM chunks c", column, values)
     return {row[0]: _chunk_from_row(row[1:]) for row in found}
 
