@@ -42,13 +42,16 @@ EXTRAS = {
     MISC + "alias.html": None,  # <link rel=canonical> to guide.html
     MISC + "twin-a.html": "twin",  # identical to twin-b.html: one of the two is indexed
     MISC + "twin-b.html": "twin",
+    MISC + "renamed.html": "user/commands/misc/renamed/",  # redirects to renamed/, which nothing else links
 }
 LLMS_ONLY = MISC + "notes.md"  # linked from llms.txt alone, served as text/markdown
 NEGOTIATED = MISC + "negotiated.html"  # Markdown to a request that prefers it (llms.txt links to it), else HTML
 INVENTORY = {"chimerax.color": "color.html#simple", "chimerax.cartoon.style": "cartoon.html#style"}
 DISALLOWED = MISC + "private/"
-# page under misc/ -> (status, Location): a loop, a page moved within the scope, out of it, and to ftp://
+# page under misc/ -> (status, Location): a loop, a page moved within the scope (to a page linked on its own,
+# and to one reached only through the redirect, as `/page` to `/page/`), out of it, and to ftp://
 REDIRECTS = {
+    "renamed.html": (301, MISC + "renamed/"),
     "loop.html": (302, MISC + "loop2.html"),
     "loop2.html": (301, "loop.html"),
     "moved.html": (301, "/user/commands/color.html"),
@@ -276,6 +279,9 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
                     return self.document(b"# Negotiated\n\nServed as Markdown on request.\n", "text/markdown", 0)
                 html = b"<html><body><h1>Negotiated</h1><p>Served as HTML.</p></body></html>"
                 return self.document(html, "text/html", 0)
+            if name == "renamed/":
+                body = b"<html><body><h1>Renamed</h1><p>Reached through a redirect only.</p></body></html>"
+                return self.document(body, "text/html", 0)
             if name == "notes.md":
                 return self.document(b"# Notes\n\nOnly llms.txt links to these notes.\n", "text/markdown", 0)
             if name == "binary.html":

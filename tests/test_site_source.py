@@ -295,6 +295,9 @@ def test_a_site_is_crawled_politely_and_recrawled_cheaply(site: SiteServer, craw
     for name, requests in by_page.items():
         for request in requests:
             assert request.headers.get("if-none-match") and request.status == 304, name
+    # A page reached only through a redirect is asked through it again, with its own validators.
+    (renamed,) = site.requests_for(MISC + "renamed/")
+    assert renamed.headers.get("if-none-match") and renamed.status == 304
     assert again.crawls["site"]["requests"] < summary.crawls["site"]["requests"]
 
     # -- one page changed, one deleted, one failing -----------------------------------------------------

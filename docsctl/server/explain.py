@@ -65,7 +65,7 @@ def _shown(entry: dict[str, Any]) -> dict[str, Any]:
     """A version's recorded state as stats show it: a crawled site's per-URL state as a count of pages."""
     shown = {key: value for key, value in entry.items() if key != "pages"}
     if isinstance(entry.get("pages"), dict):
-        shown["crawled_pages"] = len(entry["pages"])
+        shown["crawled_pages"] = sum(1 for page in entry["pages"].values() if "redirect" not in page)
     return shown
 
 

@@ -75,7 +75,8 @@ CrawlProgress = Callable[[str, CrawlStats], None]  # (source, counts so far)
 @dataclass
 class CrawlResult:
     pages: list[tuple[SourceDoc, str | None]]  # (document, why it is skipped or None), as walk_source yields
-    state: dict[str, dict[str, Any]]  # per URL: etag, last_modified, hash, fetched, file, path
+    # per URL: etag, last_modified, hash, fetched, file, path; or, for a URL that redirected, {"redirect": target}
+    state: dict[str, dict[str, Any]]
     stats: CrawlStats
     requests_started: list[float] = field(default_factory=list)  # monotonic; for the benchmark
 
@@ -142,6 +143,9 @@ class _Crawl:
         self.unreachable = ""  # why the site was not crawled at all this time
         self.prefer_markdown: set[str] = set()  # pages llms.txt links to
         self.started = time.monotonic()
+        # The last crawl's pages by identity URL, and where the URLs that redirected then went.
+        self.previous_pages = {url: entry for url, entry in job.previous.items() if "file" in entry}
+        self.previous_redirects = {url: entry["redirect"] for url, entry in job.previous.items() if "redirect" in entry}
 
     # -- discovery ---------------------------------------------------------------------------------
 
@@ -258,12 +262,16 @@ class _Crawl:
             self.progress(self.job.name, self.stats)
 
     async def visit(self, url: str, depth: int) -> None:
-        previous = self.job.previous.get(url)
+        # A URL that redirected last time is asked with its target's validators: the redirect is followed
+        # with them, and an unchanged target answers 304 (sites that link `/page` for `/page/` redirect a lot).
+        identity = self.previous_redirects.get(url, url)
+        previous = self.previous_pages.get(identity)
         mirror_file = self.job.mirror / previous["file"] if previous else None
         has_copy = mirror_file is not None and mirror_file.is_file()
         lastmod = self.lastmod.get(url)
         if has_copy and lastmod is not None and lastmod <= previous.get("fetched", 0):
-            self._keep(url, previous, depth)
+            self.seen.add(identity)
+            self._keep(identity, previous, depth)
             return
         headers = {"Accept": ACCEPT_MARKDOWN if url in self.prefer_markdown else ACCEPT}
         if has_copy and previous.get("etag"):
@@ -273,12 +281,21 @@ class _Crawl:
         got = await self.fetcher.get(url, headers, may_follow=self._redirect_refusal)
         if isinstance(got, Failed) and got.refused_redirect in self.seen:
             self.stats.duplicates += 1  # redirected to a page crawled on its own: not requested twice
+            self.state[url] = {"redirect": got.refused_redirect}
             return
         if isinstance(got, Failed):
             self._failed(url, got, previous if has_copy else None, depth)
             return
+        if got.url != url:
+            self.state[url] = {"redirect": got.url}
+        if got.status == 304 and got.url != identity:  # the redirect moved: the validators were another page's
+            got = await self.fetcher.get(got.url, {"Accept": headers["Accept"]}, may_follow=self._redirect_refusal)
+            if isinstance(got, Failed):
+                self._failed(url, got, None, depth)
+                return
         if got.status == 304 and has_copy:
-            self._keep(url, {**previous, "fetched": time.time()}, depth)
+            self.seen.add(identity)
+            self._keep(identity, {**previous, "fetched": time.time()}, depth)
         elif got.status == 304:  # to a request that was not conditional: nothing to read
             self._failed(url, Failed(url, "HTTP 304 to an unconditional request"), None, depth)
         else:
@@ -304,7 +321,8 @@ class _Crawl:
 
     def keep_everything(self) -> None:
         """The site could not be crawled: every page of the last crawl whose mirror file is there stays."""
-        for url, previous in self.job.previous.items():
+        self.state.update({url: {"redirect": target} for url, target in self.previous_redirects.items()})
+        for url, previous in self.previous_pages.items():
             if (self.job.mirror / previous["file"]).is_file():
                 self._keep_previous(url, previous, self.unreachable, None)
                 self.stats.skipped += 1
@@ -412,7 +430,7 @@ async def crawl(job: SiteJob, progress: CrawlProgress | None = None) -> CrawlRes
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
         run._report()
-        _remove_stale_files(job.mirror, {entry["file"] for entry in run.state.values()})
+        _remove_stale_files(job.mirror, {entry["file"] for entry in run.state.values() if "file" in entry})
         return CrawlResult(list(run.pages.values()), run.state, run.stats, list(fetcher.traffic.started_at))
 
 
