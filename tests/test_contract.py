@@ -6,6 +6,7 @@ Only protocol methods are used; where a backend legitimately differs, its harnes
 
 from __future__ import annotations
 
+import json
 from uuid import uuid4
 
 import numpy as np
@@ -510,6 +511,34 @@ def test_source_states_keep_what_was_recorded(filled):
     states = filled.source_states()
     assert states["panel"] == {"origin": "git@example.org:panel", "commit": "abc123"}
     assert states["chimerax"]["origin"] == "/docs/chimerax"
+
+
+def test_a_crawled_sites_pages_survive_updates_and_rebuilds(filled):
+    """A site's per-URL state (issue 19) round-trips, is replaced whole, and is carried through a rebuild.
+    On OpenSearch it stays out of the index mapping's _meta (cluster state), in an index of its own."""
+    pages = {f"https://docs.example.org/p{i}.html": {"etag": f'"{i}"', "file": f"{i}.html", "path": f"p{i}.html"}
+             for i in range(300)}  # fmt: skip
+    site = {"origin": "https://docs.example.org/", "versions": {"": {"last_indexed": "2025-06-03", "pages": pages}}}
+    with filled.writer(META, rebuild=False) as writer:
+        writer.record_source("site", site)
+    assert filled.source_states()["site"] == site
+    assert "site" not in {info.source for info in filled.list_sources()}  # a state alone: no chunks
+    fewer = {
+        "origin": site["origin"],
+        "versions": {"": {"last_indexed": "2025-06-04", "pages": dict([*pages.items()][:2])}},
+    }
+    with filled.writer(META, rebuild=False) as writer:
+        writer.record_source("site", fewer)
+    assert filled.source_states()["site"] == fewer
+    with filled.writer(META, rebuild=True) as writer:
+        writer.copy_sources(exclude={("chimerax", None)})
+    assert filled.source_states()["site"] == fewer
+    if filled.backend == "opensearch":
+        live = filled._live_index()
+        assert "pages" not in json.dumps(filled._meta_of(live)["sources"]["site"])
+        assert filled._crawl_indices() == [filled.crawl_index_of(live)]  # the old index's went with it
+        filled.drop()
+        assert filled._crawl_indices() == []
 
 
 def test_iter_chunks_with_and_without_embeddings(filled, chunks):

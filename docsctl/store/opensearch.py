@@ -13,6 +13,10 @@ source and version per run, with the files seen and skipped, taken from the stat
 given and written once the writer's block exits cleanly. Its ids are made of source, version and
 the time of the run, so recording the same state again (a rebuild carrying a source over, an import)
 changes nothing. It is what OpenSearch Dashboards' "skipped at last reindex" panel reads.
+
+A crawled site's per-URL state (about 150 bytes a page) stays out of `_meta`, which lives in the cluster
+state: it goes to `<alias>-crawl-<physical index suffix>` (mappings/crawl.json), one document per source and
+version, created and deleted with its physical index, so a rebuild swaps it with the chunks.
 This is the only module that imports opensearchpy or reads mappings/.
 """
 
@@ -56,6 +60,25 @@ def _load_definition(name: str) -> dict[str, Any]:
 def load_index_definition() -> dict[str, Any]:
     """mappings/chunks.json, shipped inside the package."""
     return _load_definition("chunks.json")
+
+
+def load_crawl_definition() -> dict[str, Any]:
+    """mappings/crawl.json: a crawled site's per-URL state for one physical index."""
+    return _load_definition("crawl.json")
+
+
+def split_crawl_pages(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """A source's state without its crawled pages, and those pages by version (a site's per-URL state)."""
+    versions = state.get("versions")
+    if not isinstance(versions, dict):
+        return state, {}
+    pages = {v: entry["pages"] for v, entry in versions.items() if isinstance(entry, dict) and "pages" in entry}
+    if not pages:
+        return state, {}
+    kept = {
+        v: {k: x for k, x in entry.items() if k != "pages"} if v in pages else entry for v, entry in versions.items()
+    }
+    return {**state, "versions": kept}, pages
 
 
 def load_runs_definition() -> dict[str, Any]:
@@ -312,6 +335,60 @@ class OpenSearchStore:
         with self._errors(missing_ok=True):
             self.client.indices.delete(index=index)
 
+    def _delete_physical(self, index: str) -> None:
+        """A physical chunks index and the crawl state that goes with it."""
+        self._delete_index(index)
+        self._delete_index(self.crawl_index_of(index))
+
+    def crawl_index_of(self, index: str) -> str:
+        """The index of crawled pages that goes with physical index `index` (see the module docstring)."""
+        return f"{self.alias}-crawl-{index.removeprefix(self.alias + '-')}"
+
+    def _crawl_indices(self) -> list[str]:
+        with self._errors():
+            found = self.client.indices.get(
+                index=f"{self.alias}-crawl-*", ignore_unavailable=True, allow_no_indices=True
+            )
+        return sorted(found)
+
+    def _crawl_pages(self, index: str) -> list[dict[str, Any]]:
+        """The crawl documents (source, version, pages) of physical index `index`."""
+        crawl = self.crawl_index_of(index)
+        with self._errors():
+            if not self.client.indices.exists(index=crawl):
+                return []
+            return [
+                hit["_source"] for hit in helpers.scan(self.client, index=crawl, query={"query": {"match_all": {}}})
+            ]
+
+    def _write_crawl_pages(self, index: str, source: str, pages: dict[str, dict[str, Any]]) -> None:
+        """Replace `source`'s crawled pages (by version) in the crawl index of physical index `index`."""
+        crawl = self.crawl_index_of(index)
+        with self._errors():
+            exists = self.client.indices.exists(index=crawl)
+            if not exists and not pages:
+                return
+            if not exists:
+                definition = load_crawl_definition()
+                definition["settings"]["index"]["number_of_replicas"] = self.settings.replicas
+                self.client.indices.create(index=crawl, body=definition)
+            else:
+                query = {"query": {"term": {"source": source}}}
+                self.client.delete_by_query(index=crawl, body=query, refresh=True, conflicts="proceed")
+            for version, by_url in pages.items():
+                document = {"source": source, "version": version, "pages": by_url}
+                self.client.index(index=crawl, id=f"{source}|{version}", body=document, refresh=True)
+
+    def _states_of(self, index: str, *, with_pages: bool) -> dict[str, dict[str, Any]]:
+        """What record_source stored in physical index `index`, per source; `with_pages`: with crawled pages."""
+        states = self._meta_of(index).get("sources", {})
+        if with_pages:
+            for found in self._crawl_pages(index):
+                entry = states.get(found["source"], {}).get("versions", {}).get(found["version"])
+                if isinstance(entry, dict):
+                    entry["pages"] = found["pages"]
+        return states
+
     def _finish_build(self, index: str, expected: int) -> None:
         with self._errors():
             self.client.indices.put_settings(
@@ -340,7 +417,10 @@ class OpenSearchStore:
         live = self._live_index()
         for leftover in self._physical_indices():
             if leftover != live:  # of a rebuild that was killed or lost the node; the reindex lock says none runs
-                self._delete_index(leftover)
+                self._delete_physical(leftover)
+        for crawl in self._crawl_indices():
+            if live is None or crawl != self.crawl_index_of(live):
+                self._delete_index(crawl)
         if live is not None and not rebuild:
             writer = _Writer(self, live, live_index=None, dimension=meta.dimension)
             try:
@@ -360,11 +440,11 @@ class OpenSearchStore:
             checkpoint("swap")
             self._swap_alias(new, live)
         except BaseException:
-            self._delete_index(new)
+            self._delete_physical(new)
             raise
         checkpoint("swapped")
         if live:
-            self._delete_index(live)
+            self._delete_physical(live)
         self._record_runs(writer.runs)
 
     def _record_runs(self, runs: dict[str, dict[str, Any]]) -> None:
@@ -402,7 +482,9 @@ class OpenSearchStore:
 
     def drop(self) -> None:
         for index in self._physical_indices():
-            self._delete_index(index)
+            self._delete_physical(index)
+        for crawl in self._crawl_indices():  # of a physical index lost without them
+            self._delete_index(crawl)
         self._delete_index(self.runs_index)
 
     # -- search -----------------------------------------------------------------------------------
@@ -541,10 +623,13 @@ class OpenSearchStore:
         live = self._live_index()
         if live is None:
             raise self._missing()
-        return dict(self._meta_of(live).get("sources", {}))
+        return self._states_of(live, with_pages=True)
 
     def list_sources(self) -> list[SourceInfo]:
-        states = self.source_states()
+        live = self._live_index()
+        if live is None:
+            raise self._missing()
+        states = self._states_of(live, with_pages=False)
         buckets = self._search(q.sources_body())["aggregations"]["sources"]["buckets"]
         infos = []
         for bucket in buckets:
@@ -724,7 +809,7 @@ class _Writer:
         self.stored += copied
         if copied and not self._has_centroids(self.live_index):
             self._add_centroids_of_copied(exclude)
-        states = self._store._meta_of(self.live_index).get("sources", {})
+        states = self._store._states_of(self.live_index, with_pages=True)
         for source, state in states.items():
             if (source, None) not in exclude:
                 self.record_source(source, state)
@@ -744,6 +829,8 @@ class _Writer:
 
     def record_source(self, source: str, state: dict[str, Any]) -> None:
         self.runs.update(run_documents(source, state))
+        state, pages = split_crawl_pages(state)
+        self._store._write_crawl_pages(self.index, source, pages)
         meta = self._store._meta_of(self.index)
         meta.setdefault("sources", {})[source] = state
         with self._store._errors():
