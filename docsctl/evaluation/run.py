@@ -12,7 +12,6 @@ metrics are defined in docsctl.evaluation.metrics.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from docsctl.errors import ConfigError
 from docsctl.evaluation.metrics import MISS_DEPTH, Summary, first_relevant_rank, mean_metrics, query_metrics
 from docsctl.indexer.pipeline import ReindexSummary, reindex
 from docsctl.indexer.sources import SourceTarget
+from docsctl.jsonlines import json_object
 from docsctl.models import Filters
 from docsctl.server.search import Searcher
 from docsctl.store.base import Store
@@ -45,12 +45,7 @@ class EvalQuery:
 
 
 def _parse_line(line: str, where: str) -> EvalQuery:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a JSON object")
+    data = json_object(line, where)
     for key in ("id", "corpus", "query", "kind"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise ConfigError(f"{where}: '{key}' must be a non-empty string")

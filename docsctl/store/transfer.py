@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from docsctl.errors import ConfigError, StoreError
+from docsctl.jsonlines import json_object
 from docsctl.models import Chunk, IndexMeta
 from docsctl.store.base import Store
 
@@ -67,12 +68,7 @@ def _read(path: Path) -> tuple[dict[str, Any], Iterator[tuple[int, dict[str, Any
                     continue
                 if end is not None:
                     raise ConfigError(f"{path}:{number}: more lines after the end line")
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(f"{path}:{number}: not JSON ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise ConfigError(f"{path}:{number}: not a JSON object")
+                row = json_object(line, f"{path}:{number}")
                 if END in row:
                     end = row[END]
                     continue
