@@ -331,6 +331,16 @@ class OpenSearchStore:
             self.client.indices.create(index=name, body=definition)
         return name
 
+    def _create_side_index(self, name: str, definition: dict[str, Any]) -> None:
+        """A small index beside the chunks (runs, crawled pages) with the configured replicas; one that
+        another writer created meanwhile is taken as it is. Call inside _errors()."""
+        definition["settings"]["index"]["number_of_replicas"] = self.settings.replicas
+        try:
+            self.client.indices.create(index=name, body=definition)
+        except os_errors.RequestError as exc:
+            if "resource_already_exists" not in str(exc.error):
+                raise
+
     def _delete_index(self, index: str) -> None:
         with self._errors(missing_ok=True):
             self.client.indices.delete(index=index)
@@ -369,9 +379,7 @@ class OpenSearchStore:
             if not exists and not pages:
                 return
             if not exists:
-                definition = load_crawl_definition()
-                definition["settings"]["index"]["number_of_replicas"] = self.settings.replicas
-                self.client.indices.create(index=crawl, body=definition)
+                self._create_side_index(crawl, load_crawl_definition())
             else:
                 query = {"query": {"term": {"source": source}}}
                 self.client.delete_by_query(index=crawl, body=query, refresh=True, conflicts="proceed")
@@ -453,13 +461,7 @@ class OpenSearchStore:
             return
         with self._errors():
             if not self.client.indices.exists(index=self.runs_index):
-                definition = load_runs_definition()
-                definition["settings"]["index"]["number_of_replicas"] = self.settings.replicas
-                try:
-                    self.client.indices.create(index=self.runs_index, body=definition)
-                except os_errors.RequestError as exc:
-                    if "resource_already_exists" not in str(exc.error):
-                        raise
+                self._create_side_index(self.runs_index, load_runs_definition())
             actions = ({"_index": self.runs_index, "_id": key, "_source": doc} for key, doc in runs.items())
             _, errors = helpers.bulk(self.client, actions, refresh=True, raise_on_error=False, stats_only=False)
         if errors:
