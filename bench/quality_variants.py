@@ -37,6 +37,7 @@ from docsctl.config import DEFAULT_MODEL
 from docsctl.embedding import EmbeddingCache, embed_with_cache, embedder_for, resolve_model_path
 from docsctl.evaluation.run import EvalQuery, ModeReport, index_corpora, judge, load_queries
 from docsctl.models import Chunk, Filters
+from docsctl.server.fusion import min_max_fusion, reciprocal_rank_fusion
 from docsctl.server.search import MIN_CANDIDATES, Ranking
 from docsctl.store import open_store
 
@@ -57,30 +58,17 @@ def by_document(pairs: Sequence[tuple[str, float]]) -> Scored:
     return best
 
 
-def rrf(lists: Mapping[str, Sequence[str]], weights: Mapping[str, float], k: int = 60) -> list[str]:
-    scores: dict[str, float] = {}
-    for name, paths in lists.items():
-        for rank, path in enumerate(paths, start=1):
-            scores[path] = scores.get(path, 0.0) + weights.get(name, 0.0) / (k + rank)
-    return sorted(scores, key=lambda path: -scores[path])
-
-
 def min_max(lists: Mapping[str, Scored], weights: Mapping[str, float]) -> list[str]:
-    scores: dict[str, float] = {}
-    for name, scored in lists.items():
-        if not scored or not weights.get(name):
-            continue
-        low, high = min(scored.values()), max(scored.values())
-        for path, score in scored.items():
-            normalized = (score - low) / (high - low) if high > low else 1.0
-            scores[path] = scores.get(path, 0.0) + weights[name] * normalized
-    return sorted(scores, key=lambda path: -scores[path])
+    """docsctl.server.fusion's min-max fusion of the lists that have a weight, as document paths."""
+    scored = {name: list(by_path.items()) for name, by_path in lists.items() if weights.get(name)}
+    return [item.key for item in min_max_fusion(scored, weights)]
 
 
 def shipped_fusion(text: str, bm25: Scored, knn: Scored, centroid: Scored) -> list[str]:
     weights = Ranking().weights_for(text)
     lists = {"bm25": list(bm25), "knn": list(knn), "document": list(centroid)}
-    return rrf(lists, {"bm25": weights.get("bm25", 1.0), "knn": 1.0, "document": weights.get("document", 0.0)})
+    shares = {"bm25": weights.get("bm25", 1.0), "knn": 1.0, "document": weights.get("document", 0.0)}
+    return [item.key for item in reciprocal_rank_fusion(lists, shares)]
 
 
 def figures(results: Sequence[Any]) -> dict[str, list[float]]:
