@@ -40,6 +40,7 @@ from docsctl.models import Chunk, Filters
 from docsctl.server.fusion import min_max_fusion, reciprocal_rank_fusion
 from docsctl.server.search import MIN_CANDIDATES, Ranking
 from docsctl.store import open_store
+from docsctl.store.doc_vectors import group_centroids
 
 OWN_QUERIES = Path(__file__).parent / "queries" / "own.jsonl"
 CORPUS_HALVES = ("chimerax", "holoviz")
@@ -139,15 +140,11 @@ def exact_documents(found: Candidates, vectors: np.ndarray, owners: np.ndarray, 
 
 
 def page_centroids(found: Candidates, vectors: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
-    """Each page's normalized mean vector, by (source, path): docsctl.store.doc_vectors' centroid."""
-    members: dict[tuple[str, str], list[int]] = {}
-    for i, chunk in enumerate(found.chunks):
-        members.setdefault((chunk.source, chunk.path), []).append(i)
-    centroids = {}
-    for page, rows in members.items():
-        mean = vectors[rows].mean(axis=0)
-        centroids[page] = mean / np.linalg.norm(mean)
-    return centroids
+    """Each page's centroid of `vectors`, by (source, path), as the stores derive it (docsctl.store.doc_vectors)."""
+    pages = list(dict.fromkeys((chunk.source, chunk.path) for chunk in found.chunks))
+    row = {page: i for i, page in enumerate(pages)}
+    groups = np.asarray([row[(chunk.source, chunk.path)] for chunk in found.chunks])
+    return dict(zip(pages, group_centroids(groups, vectors, len(pages)), strict=True))
 
 
 def vector_study(
@@ -176,9 +173,7 @@ def vector_study(
             owners_list.append(owner)
     owners = np.asarray(owners_list)
     window_vectors = embed(windows)
-    mean = np.zeros_like(found.vectors)
-    np.add.at(mean, owners, window_vectors)
-    mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+    mean = group_centroids(owners, window_vectors, len(chunks))  # each chunk's windows, averaged
     log(f"{len(chunks)} chunks read whole in {len(windows)} windows")
     out["whole chunks: mean of windows"] = judge_vectors(queries, found, mean, np.arange(len(chunks)))
     out["whole chunks: best window"] = judge_vectors(queries, found, window_vectors, owners)
