@@ -214,8 +214,7 @@ def _blocks(section: Section, index: int) -> list[_Block]:
     def flush(end: int, kind: str = "text") -> None:
         if current:
             lines_from, lines_to = _source_lines(first, last, len(lines), start, end)
-            placed = tuple((anchor, max(0, line - start)) for anchor, line in unplaced if line <= end)
-            del unplaced[: len(placed)]
+            placed = _take_anchors(unplaced, start, end)
             blocks.append(_Block("\n".join(current), index, lines_from, lines_to, kind, anchors=placed))
             current.clear()
 
@@ -281,9 +280,16 @@ def _chunk_of(
 ) -> _Block:
     """Lines `offsets` of `block` as a block of their own, taking the ids in `unplaced` that start by its end."""
     start, end = _source_lines(block.start, block.end, count, offsets[0], offsets[-1])
-    placed = tuple((anchor, max(0, line - offsets[0])) for anchor, line in unplaced if line <= offsets[-1])
-    del unplaced[: len(placed)]
+    placed = _take_anchors(unplaced, offsets[0], offsets[-1])
     return _Block("\n".join(text), block.section, start, end, block.kind, anchors=placed)
+
+
+def _take_anchors(unplaced: list[tuple[str, int]], first: int, last: int) -> tuple[tuple[str, int], ...]:
+    """The ids of `unplaced` (id, line; in line order) that start by line `last`, taken out of it, their lines
+    counted from line `first` (an id before it, on a blank line, starts the text at `first`)."""
+    placed = tuple((anchor, max(0, line - first)) for anchor, line in unplaced if line <= last)
+    del unplaced[: len(placed)]
+    return placed
 
 
 def _source_lines(first: int, last: int, count: int, start: int, end: int) -> tuple[int, int]:
