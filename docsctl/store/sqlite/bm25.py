@@ -13,7 +13,7 @@ from functools import cache
 import numpy as np
 
 from docsctl.models import Chunk, Filters
-from docsctl.store.sqlite.filters import _filter_mask
+from docsctl.store.sqlite.filters import _codes, _filter_mask
 from docsctl.store.sqlite.postings import Postings, QueryTokenizer, top_rows
 from docsctl.store.sqlite.schema import CODE_TOKENIZE, PROSE_TOKENIZE
 
@@ -74,12 +74,8 @@ class _PostingsCache:
         codes: dict[str, np.ndarray] = {}
         values: dict[str, dict[str, int]] = {}
         for position, field in enumerate(("category", "source", "version"), start=1):
-            table: dict[str, int] = {}
-            codes[field] = np.full(size, -1, dtype=np.int32)
-            codes[field][ids] = np.fromiter(
-                (table.setdefault(row[position], len(table)) for row in rows), dtype=np.int32, count=len(rows)
-            )
-            values[field] = table
+            codes[field] = np.full(size, -1, dtype=np.int32)  # rowids no chunk has match no filter
+            codes[field][ids], values[field] = _codes((row[position] for row in rows), len(rows))
         chunk_ids, doc_ids = [""] * size, [""] * size
         for row in rows:
             chunk_ids[row[0]], doc_ids[row[0]] = row[4], row[5]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from docsctl.models import Filters
@@ -28,6 +30,14 @@ def _filter_sql(filters: Filters | None, alias: str = "c") -> tuple[str, list[st
 
 def _filter_fields(filters: Filters) -> list[tuple[str, tuple[str, ...]]]:
     return [("category", filters.categories), ("source", filters.sources), ("version", filters.versions)]
+
+
+def _codes(values: Iterable[str], count: int) -> tuple[np.ndarray, dict[str, int]]:
+    """`count` values as codes (0 for the first value seen, 1 for the next new one...), and each value's code:
+    what _filter_mask reads."""
+    table: dict[str, int] = {}
+    codes = np.fromiter((table.setdefault(value, len(table)) for value in values), dtype=np.int32, count=count)
+    return codes, table
 
 
 def _filter_mask(

@@ -11,7 +11,7 @@ from threadpoolctl import ThreadpoolController
 
 from docsctl.models import Chunk, Filters
 from docsctl.store.doc_vectors import group_centroids
-from docsctl.store.sqlite.filters import _filter_mask
+from docsctl.store.sqlite.filters import _codes, _filter_mask
 
 # With a filter, the product is computed over the blocks of BLOCK_ROWS rows that hold allowed rows, not over
 # all (k-NN at 66,400 chunks, one source of two: 7.5 -> 3.5 ms; bench/README.md, "Peers"). OpenBLAS's
@@ -100,11 +100,7 @@ class _VectorCache:
         codes: dict[str, np.ndarray] = {}
         values: dict[str, dict[str, int]] = {}
         for position, field in enumerate(("category", "source", "version", "doc_id"), start=2):
-            table: dict[str, int] = {}
-            codes[field] = np.fromiter(
-                (table.setdefault(row[position], len(table)) for row in rows), dtype=np.int32, count=len(rows)
-            )
-            values[field] = table
+            codes[field], values[field] = _codes((row[position] for row in rows), len(rows))
         doc_of_row, doc_ids = codes.pop("doc_id"), list(values.pop("doc_id"))
         return cls(key, ids, matrix, codes, values, doc_of_row, doc_ids, [row[6] for row in rows])
 
