@@ -10,6 +10,8 @@ import hashlib
 import logging
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -114,7 +116,7 @@ class Embedder:
             if encoder is None and "_model" in self.__dict__:  # torch is loaded here already (indexing)
                 encoder = onnx_query.export(self._model, self._models_dir, key, self.encode)
             elif encoder is None:  # keep torch out of this process: a server lives long
-                onnx_query.export_in_child(self.model_name, self._cache_dir)
+                export_in_child(self.model_name, self._cache_dir)
                 encoder = onnx_query.load(self._models_dir, key)
                 if encoder is None:
                     raise ValueError("the export process made no export")
@@ -233,3 +235,28 @@ def embed_with_cache(embedder: Embedder, cache: EmbeddingCache | None, texts: Se
     if not texts:
         return np.zeros((0, 0), dtype=np.float32), 0
     return np.stack([found[text] for text in texts]), len(missing)
+
+
+def export_in_child(model: str, cache_dir: Path, timeout: float = 900) -> None:
+    """Make the ONNX query export of `model` under `cache_dir` in a child process, which loads torch and exits,
+    so the caller never loads it; raise ValueError with the child's last words when it fails."""
+    command = [sys.executable, "-m", "docsctl.embedding", model, str(cache_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        words = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise ValueError(f"the export process failed: {words}")
+
+
+def _export_main(argv: Sequence[str]) -> int:
+    """python -m docsctl.embedding MODEL CACHE_DIR: make the export (the child of export_in_child)."""
+    model, cache_dir = argv
+    embedder = Embedder(model, query_cache_size=0, cache_dir=Path(cache_dir))
+    embedder.encode(["load the model"])  # in this process, torch is the point
+    if embedder.query_encoder() is None:
+        print("no export could be made: see the warning above", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_export_main(sys.argv[1:]))

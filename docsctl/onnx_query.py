@@ -3,8 +3,9 @@
 A query is a handful of tokens, and torch spends most of its ~10 ms on one such input in framework
 overhead; ONNX Runtime answers 2-3x faster on one thread (bench/README.md, "Performance"). A process
 that finds the export in the cache never imports torch, so `docsctl serve` stays small; one that does
-not find it and has not loaded torch itself has a child process make the export (export_in_child), so
-that it stays small all the same.
+not find it and has not loaded torch itself has a child process make the export
+(docsctl.embedding.export_in_child), so that it stays small all the same. This module imports nothing
+from docsctl: the Embedder hands it what it needs.
 
 The export is kept under `<cache_dir>/models/`, named by a key of the model folder's files (names,
 sizes, modification times), so a changed model is exported again. An export is kept only when its
@@ -17,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -147,30 +146,3 @@ def export(model: Any, folder: Path, key: str, torch_encode: Callable[[Sequence[
         for path in partial:
             path.unlink(missing_ok=True)
     return load(folder, key) or encoder
-
-
-def export_in_child(model: str, cache_dir: Path, timeout: float = 900) -> None:
-    """Make the export of `model` under `cache_dir` in a child process, which loads torch and exits, so the
-    caller never loads it; raise ValueError with the child's last words when it fails."""
-    command = [sys.executable, "-m", "docsctl.onnx_query", model, str(cache_dir)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    if done.returncode != 0:
-        words = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        raise ValueError(f"the export process failed: {words}")
-
-
-def _main(argv: Sequence[str]) -> int:
-    """python -m docsctl.onnx_query MODEL CACHE_DIR: make the export (the child of export_in_child)."""
-    from docsctl.embedding import Embedder  # here only: embedding imports this module
-
-    model, cache_dir = argv
-    embedder = Embedder(model, query_cache_size=0, cache_dir=Path(cache_dir))
-    embedder.encode(["load the model"])  # in this process, torch is the point
-    if embedder.query_encoder() is None:
-        print("no export could be made: see the warning above", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

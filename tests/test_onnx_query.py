@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from docsctl import onnx_query
-from docsctl.embedding import Embedder, resolve_model_path
+from docsctl.embedding import Embedder, export_in_child, resolve_model_path
 
 
 def dev_queries(shared_dir: Path) -> list[str]:
@@ -114,4 +114,4 @@ def test_a_process_without_torch_has_a_child_make_the_export_and_never_loads_tor
 
 def test_a_failed_child_export_is_one_clear_error(tmp_path: Path):
     with pytest.raises(ValueError, match="the export process failed: .*no-such-model"):
-        onnx_query.export_in_child(str(tmp_path / "no-such-model"), tmp_path)
+        export_in_child(str(tmp_path / "no-such-model"), tmp_path)
