@@ -11,8 +11,7 @@ BM25 and from k-NN, documents by centroid) and fused under every setting of a sm
 - bm25: the weight of the BM25 ranking against k-NN's 1 (for every query),
 - keyword_bm25: a different BM25 weight for keyword-like queries (docsctl.server.search.is_keyword_query),
 - document: the weight of the centroid ranking, document_for: applied to questions only or to every query,
-- rrf_k: reciprocal rank fusion's k,
-- leaders: each retriever's first document kept among the first this many (0: rank fusion alone).
+- rrf_k: reciprocal rank fusion's k.
 
 For each half, the setting with the best mean of MRR@10 and Recall@5 on the *other* half is reported on it
 ("cross-half": tuned on chimerax, judged on holoviz, and the other way round), once with only the knobs the
@@ -46,10 +45,9 @@ GRID = {
     "document": (0.0, 0.25, 0.5, 1.0),
     "document_for": ("questions", "all"),
     "rrf_k": (20, 60, 100),
-    "leaders": (0, 3),
 }
-TUNED = ("bm25", "document", "leaders")  # the knobs the shipped ranking sets away from plain RRF
-PLAIN = {"bm25": 1.0, "keyword_bm25": None, "document": 0.0, "document_for": "questions", "rrf_k": 60, "leaders": 0}
+TUNED = ("bm25", "document")  # the knobs the shipped ranking sets away from plain RRF
+PLAIN = {"bm25": 1.0, "keyword_bm25": None, "document": 0.0, "document_for": "questions", "rrf_k": 60}
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ def ranking_of(setting: Mapping[str, Any]) -> Ranking:
     keyword = {**weights, "document": setting["document"] if setting["document_for"] == "all" else 0.0}
     if setting["keyword_bm25"] is not None:
         keyword["bm25"] = setting["keyword_bm25"]
-    return Ranking(weights=weights, keyword_weights=keyword, rrf_k=setting["rrf_k"], leader_places=setting["leaders"])
+    return Ranking(weights=weights, keyword_weights=keyword, rrf_k=setting["rrf_k"])
 
 
 def setting_of(ranking: Ranking) -> dict[str, Any]:
@@ -77,7 +75,6 @@ def setting_of(ranking: Ranking) -> dict[str, Any]:
         "document": ranking.weights.get("document", 0.0),
         "document_for": "all" if ranking.keyword_weights.get("document", 0.0) else "questions",
         "rrf_k": ranking.rrf_k,
-        "leaders": ranking.leader_places,
     }
 
 

@@ -2,7 +2,7 @@ import pytest
 
 from docsctl.errors import ConfigError
 from docsctl.models import Chunk, Hit
-from docsctl.server.fusion import keep_leaders, min_max_fusion, reciprocal_rank_fusion
+from docsctl.server.fusion import min_max_fusion, reciprocal_rank_fusion
 from docsctl.server.search import (
     Ranking,
     Searcher,
@@ -11,7 +11,6 @@ from docsctl.server.search import (
     fuse_documents,
     fuse_rewordings,
     is_keyword_query,
-    keep_first_hits,
     validate,
 )
 
@@ -178,31 +177,3 @@ def test_rewordings_fuse_by_document_and_keep_each_documents_best_hit():
 def test_rewordings_fuse_by_chunk_when_not_collapsing():
     fused = fuse_rewordings([[_hit("x", "d"), _hit("y", "d")], [_hit("y", "d")]], per_document=False)
     assert [hit.chunk.chunk_id for hit in fused] == ["y", "x"]
-
-
-@pytest.mark.parametrize(
-    ("ranked", "leaders", "places", "expected"),
-    [
-        ("abcdefg", "f", 3, "abfcdeg"),  # one leader below: it takes the last place, the rest moves down one
-        ("abcdefg", "fe", 3, "aefbcdg"),  # two below: they take the last two places, in their own order
-        ("abLdefM", "LM", 3, "aLMbdef"),  # a leader already there stays; the other joins before what it displaces
-        ("Labcde", "Le", 3, "Laebcd"),
-        ("abcdefg", "b", 3, "abcdefg"),  # nothing to do
-        ("abc", "x", 3, "abc"),  # a leader not ranked is ignored
-        ("abcdef", "acf", 2, "acfbde"),  # more leaders than places: as many places as leaders
-        ("", "a", 3, ""),
-    ],
-)
-def test_keep_leaders(ranked, leaders, places, expected):
-    assert "".join(keep_leaders(list(ranked), list(leaders), places)) == expected
-
-
-def test_keep_first_hits_moves_each_retrievers_first_up_and_keeps_scores_descending():
-    fused = [_hit(f"c{i}", f"d{i}").rescored(1.0 - i / 10, {"bm25": i + 1}) for i in range(6)]
-    bm25, knn = [fused[4]], [fused[5], fused[0]]
-    kept = keep_first_hits(fused, (bm25, knn), 3, per_document=True)
-    assert [hit.chunk.doc_id for hit in kept] == ["d0", "d4", "d5", "d1", "d2", "d3"]
-    assert [hit.score for hit in kept] == pytest.approx([1.0, 0.9, 0.9, 0.9, 0.8, 0.7])
-    assert kept[1].ranks == {"bm25": 5}  # ranks are what fusion saw
-    assert keep_first_hits(fused, ([fused[1]], [fused[0]]), 3, per_document=False) == fused
-    assert [hit.score for hit in fused] == pytest.approx([1.0, 0.9, 0.8, 0.7, 0.6, 0.5])  # input untouched

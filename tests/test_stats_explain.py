@@ -135,11 +135,7 @@ def test_explain_bm25_of_an_unknown_chunk_is_not_found(chimerax_index):
 # -- explain --------------------------------------------------------------------------------------------
 
 
-# MOVED_UP: k-NN's first document (user/hierarchy.html) is 10th by rank fusion alone, kept 3rd by Ranking.leader_places.
-MOVED_UP = "why do atoms stay invisible after I switch the whole model back on"
-
-
-@pytest.mark.parametrize("text", [QUERY, "cartoon", "how do I measure the distance between two atoms", MOVED_UP])
+@pytest.mark.parametrize("text", [QUERY, "cartoon", "how do I measure the distance between two atoms"])
 def test_explain_agrees_with_the_search_it_explains(chimerax_index, searchers, text):
     searcher = searchers(chimerax_index)
     result = searcher.search(text, limit=5)
@@ -149,12 +145,7 @@ def test_explain_agrees_with_the_search_it_explains(chimerax_index, searchers, t
         assert why.score == pytest.approx(hit.score)
         assert why.shown.chunk_id == hit.chunk.chunk_id
         assert why.list_ranks == hit.ranks
-        if why.moved_up_by:  # a retriever's first document, kept among the first places: not by its own score
-            assert position <= why.leader_places < why.fusion_rank
-            assert sum(why.contributions.values()) < why.score
-        else:  # the fused score, term by term
-            assert sum(why.contributions.values()) == pytest.approx(why.score)
-            assert why.fusion_rank <= position  # displaced by a page moved up, if any
+        assert sum(why.contributions.values()) == pytest.approx(why.score)  # the fused score, term by term
         bm25 = why.retrievers["bm25"]
         if "bm25" in hit.ranks:
             assert bm25.rank == hit.ranks["bm25"]
@@ -214,14 +205,3 @@ def test_explain_ranks_documents_as_fusion_does(chimerax_index, searchers):
     why = explain(searcher, QUERY, third.path, third.source)
     assert why.retrievers["bm25"].rank == 3
     assert why.retrievers["bm25"].chunk_rank == 1 + [hit.chunk.chunk_id for hit in hits].index(third.chunk_id)
-
-
-def test_explain_says_a_retrievers_first_document_was_moved_up(chimerax_index, searchers):
-    searcher = searchers(chimerax_index)
-    first = searcher.search(MOVED_UP, limit=1, mode="knn").hits[0].chunk
-    why = explain(searcher, MOVED_UP, first.path, first.source)
-    assert why.moved_up_by == ["knn"]
-    assert why.rank <= 3 < why.fusion_rank
-    result = invoke(chimerax_index, "explain", MOVED_UP, "--path", first.path)
-    assert result.exit_code == 0, result.output
-    assert f"rank {why.fusion_rank} by fusion alone, moved up as the first document of knn" in result.stdout

@@ -143,15 +143,8 @@ def explain(
             f"{name} {weights.get(name, 1.0):g}/({k}+{ranks[name]}) = {value:.5f}"
             for name, value in result["contributions"].items()
         ]
-        moved_up_by = result["moved_up_by"]
         if parts:
-            console.print(f"         {'' if moved_up_by else '= '}{' + '.join(parts)}")
-        if moved_up_by:
-            console.print(
-                f"         = {sum(result['contributions'].values()):.5f}: rank {result['fusion_rank']} by fusion "
-                f"alone, moved up as the first document of {' and '.join(moved_up_by)} (each retriever's first "
-                f"is kept among the first {result['leader_places']})"
-            )
+            console.print(f"         = {' + '.join(parts)}")
         console.print(f"         shows {escape(_chunk(result['shown']))}")
     for name, view in result["retrievers"].items():
         console.print(f"{name:<8} {_where(view)}")

@@ -176,14 +176,11 @@ class Explanation:
     score: float | None
     fused_total: int  # documents among the fused results
     list_ranks: dict[str, int]  # the document's rank in each fused list (bm25, knn, and "document" if used)
-    contributions: dict[str, float]  # rrf: weight / (k + rank) per list; they add up to `score` unless moved up
+    contributions: dict[str, float]  # rrf: weight / (k + rank) per list; they add up to `score`
     shown: Chunk | None  # the chunk a search shows for this document
     retrievers: dict[str, RetrieverRank] = field(default_factory=dict)  # the deep lists
     matched_chunk: Chunk | None = None
     matched: dict[str, Any] = field(default_factory=dict)  # store.explain_bm25 of matched_chunk
-    fusion_rank: int | None = None  # the rank rank fusion alone gives it
-    moved_up_by: list[str] = field(default_factory=list)  # retrievers whose first document it is, when moved up
-    leader_places: int = 0  # each retriever's first document is kept among the first this many
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,9 +195,6 @@ class Explanation:
             },
             "rank": self.rank,
             "score": self.score,
-            "fusion_rank": self.fusion_rank,
-            "moved_up_by": self.moved_up_by,
-            "leader_places": self.leader_places,
             "fused_total": self.fused_total,
             "list_ranks": self.list_ranks,
             "contributions": self.contributions,
@@ -257,14 +251,6 @@ def explain(
     contributions = {}
     if hit is not None and ranking.method == "rrf":
         contributions = {name: weights.get(name, 1.0) / (ranking.rrf_k + rank) for name, rank in hit.ranks.items()}
-    # Whether it stands where it does only as a retriever's first document (Ranking.leader_places).
-    by_fusion = collapse_by_document(
-        searcher.fuse_ranked(text, top["bm25"], top["knn"], True, documents, leaders=False)
-    )
-    fusion_position = next((i for i, item in enumerate(by_fusion) if item.chunk.doc_id == doc_id), None)
-    moved_up_by = []
-    if position is not None and fusion_position is not None and fusion_position > position:
-        moved_up_by = [name for name in RETRIEVERS if top[name] and top[name][0].chunk.doc_id == doc_id]
 
     retrievers = {retriever: rank_in(retriever, deep[retriever], doc_id, depth) for retriever in RETRIEVERS}
     # The few chunks the explanation names, fetched whole (each is one of the document's own).
@@ -288,9 +274,6 @@ def explain(
         candidates=candidates,
         rank=None if position is None else position + 1,
         score=hit.score if hit else None,
-        fusion_rank=None if fusion_position is None else fusion_position + 1,
-        moved_up_by=moved_up_by,
-        leader_places=ranking.leader_places,
         fused_total=len(fused),
         list_ranks=dict(hit.ranks) if hit else {},
         contributions=contributions,

@@ -51,27 +51,3 @@ def min_max_fusion(
             ranks.setdefault(key, {}).setdefault(name, rank)
     order = sorted(combined, key=lambda key: -combined[key])
     return [Fused(key, combined[key], ranks[key]) for key in order]
-
-
-def keep_leaders(ranked: Sequence[str], leaders: Sequence[str], places: int) -> list[str]:
-    """`ranked` with each of `leaders` among its first `places` (at least as many places as leaders).
-
-    A leader already there keeps its place. The others, in their order in `ranked`, take the last of those
-    places: the keys they displace (the lowest non-leaders there) move down, right behind them, and the
-    rest keeps its order. Leaders not in `ranked` are ignored.
-    """
-    present = set(ranked)
-    wanted = [key for key in dict.fromkeys(leaders) if key in present]
-    places = max(places, len(wanted))
-    head = list(ranked[:places])
-    missing = [key for key in ranked[places:] if key in wanted]
-    if not missing:
-        return list(ranked)
-    displaced: list[str] = []
-    for key in reversed(head):  # enough non-leaders: the head holds at most len(wanted) - len(missing) leaders
-        if len(displaced) == len(missing):
-            break
-        if key not in wanted:
-            displaced.insert(0, key)
-    kept = [key for key in head if key not in displaced]
-    return kept + missing + displaced + [key for key in ranked[places:] if key not in missing]

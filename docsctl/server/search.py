@@ -13,7 +13,7 @@ from typing import Any
 from docsctl.embedding import Embedder
 from docsctl.errors import ConfigError
 from docsctl.models import Filters, Hit, Vector
-from docsctl.server.fusion import RRF_K, Fused, keep_leaders, min_max_fusion, reciprocal_rank_fusion
+from docsctl.server.fusion import RRF_K, Fused, min_max_fusion, reciprocal_rank_fusion
 from docsctl.server.sections import relabel
 from docsctl.store.base import Store
 
@@ -33,11 +33,6 @@ QUESTION_WEIGHTS = {"bm25": 0.5, "knn": 1.0, "document": 0.5}  # plain words: me
 KEYWORD_WEIGHTS = {"bm25": 1.0, "knn": 1.0}  # names, identifiers, a few words: plain RRF
 KEYWORD_MAX_WORDS = 3
 MAX_REWORDINGS = 4  # an assistant's own phrasings searched beside its query (each costs one more search)
-# Each retriever's first result is shown among the first LEADER_PLACES of hybrid search. Rank fusion rewards
-# agreement, so a page only one retriever finds, however sure it is, could fall off the first page behind
-# pages that both rank in the middle; a retriever's first result is relevant more often than fusion's third
-# (bench/README.md, "Session 10").
-LEADER_PLACES = 3
 
 
 @dataclass
@@ -161,26 +156,6 @@ def fuse_documents(
     return [best[item.key][0].rescored(item.score, item.ranks) for item in fused]
 
 
-def keep_first_hits(fused: list[Hit], retrieved: Sequence[list[Hit]], places: int, per_document: bool) -> list[Hit]:
-    """`fused` with the first hit of each `retrieved` list among its first `places` (fusion.keep_leaders), by
-    document or by chunk. A hit moved up takes the score of the highest one it displaced, so scores still
-    descend (a script that sorts by score keeps this order)."""
-    key_of = (lambda hit: hit.chunk.doc_id) if per_document else (lambda hit: hit.chunk.chunk_id)
-    keys = [key_of(hit) for hit in fused]
-    order = keep_leaders(keys, [key_of(hits[0]) for hits in retrieved if hits], places)
-    if order == keys:
-        return fused
-    by_key = {key_of(hit): hit for hit in fused}
-    was = {key: position for position, key in enumerate(keys)}
-    # Only the first places + leaders positions can differ (keep_leaders moves nothing further down).
-    changed = [(position, key) for position, key in enumerate(order[: places + len(retrieved)]) if was[key] != position]
-    moved_up = {key for position, key in changed if was[key] > position}
-    displaced_score = max((by_key[key].score for position, key in changed if was[key] < position), default=0.0)
-    return [
-        (hit := by_key[key]).rescored(displaced_score, hit.ranks) if key in moved_up else by_key[key] for key in order
-    ]
-
-
 _CODE_LIKE = re.compile(r"[._:/()\[\]#<>=]|\w_\w")  # a.b, a_b, a(), a::b, a/b: names, not words
 _TRAILING_PUNCTUATION = ".,;:?!"
 
@@ -211,7 +186,6 @@ class Ranking:
     weights: Mapping[str, float] = field(default_factory=lambda: dict(QUESTION_WEIGHTS))
     keyword_weights: Mapping[str, float] = field(default_factory=lambda: dict(KEYWORD_WEIGHTS))
     rrf_k: int = RRF_K
-    leader_places: int = LEADER_PLACES  # each retriever's first hit among the first this many; 0: off
 
     def weights_for(self, text: str) -> Mapping[str, float]:
         return self.keyword_weights if is_keyword_query(text) else self.weights
@@ -291,16 +265,13 @@ class Searcher:
         knn_hits: list[Hit],
         per_document: bool,
         documents: Sequence[str] = (),
-        *,
-        leaders: bool = True,
     ) -> list[Hit]:
         """Hybrid fusion as search() does it for `text` (weights by query shape): two retrievers' chunk lists
-        and, at document level, `documents` (document_ranking) when the weights give it a share; then each
-        retriever's first hit among the first `Ranking.leader_places` (`leaders`=False: rank fusion alone)."""
+        and, at document level, `documents` (document_ranking) when the weights give it a share."""
         r = self.ranking
         weights = r.weights_for(text)
         if per_document and r.level == "document":
-            fused = fuse_documents(
+            return fuse_documents(
                 bm25_hits,
                 knn_hits,
                 weights,
@@ -308,11 +279,7 @@ class Searcher:
                 k=r.rrf_k,
                 doc_rankings={"document": documents} if documents else None,
             )
-        else:
-            fused = fuse(bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k)
-        if not (leaders and r.leader_places):
-            return fused
-        return keep_first_hits(fused, (bm25_hits, knn_hits), r.leader_places, per_document and r.level == "document")
+        return fuse(bm25_hits, knn_hits, weights, method=r.method, k=r.rrf_k)
 
     def retrieve(
         self,
