@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from docsctl.cli import dashboards, opensearch, query, reindex, serve, stats, status, ui
+from docsctl.cli import dashboards, opensearch, query, reindex, remove, serve, stats, status, ui
 from docsctl.cli import eval as eval_cli
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command()(reindex.reindex)
+app.command()(remove.remove)
 app.command()(query.query)
 app.command()(serve.serve)
 app.command()(ui.ui)
