@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,16 @@ def backend_settings(request: pytest.FixtureRequest, backend: str, data_dir: Pat
             backend="opensearch", opensearch_url=url, index_alias=alias, data_dir=data_dir, cache_dir=cache_dir
         )
     return load_settings(backend="sqlite", index_alias=alias, data_dir=data_dir, cache_dir=cache_dir)
+
+
+@pytest.fixture(params=BACKENDS)
+def fresh_index_settings(
+    request: pytest.FixtureRequest, tmp_path: Path, embedding_cache_dir: Path
+) -> Iterator[Settings]:
+    """Settings for an index of the test's own on each backend, dropped after the test."""
+    settings = backend_settings(request, request.param, tmp_path / "data", embedding_cache_dir)
+    yield settings
+    open_store(settings).drop()
 
 
 def index_folder(

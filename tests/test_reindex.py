@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from corpus_fixtures import BACKENDS, backend_settings, index_folder, settings_env
+from corpus_fixtures import index_folder, settings_env
 from typer.testing import CliRunner
 
 from docsctl.cli.app import app
@@ -37,11 +37,9 @@ def docs(corpora_dir: Path, tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture(params=BACKENDS)
-def settings(request, tmp_path, embedding_cache_dir):
-    settings = backend_settings(request, request.param, tmp_path / "data", embedding_cache_dir)
-    yield settings
-    open_store(settings).drop()
+@pytest.fixture
+def settings(fresh_index_settings):
+    return fresh_index_settings
 
 
 def test_bad_files_are_skipped_and_counted(settings, embedder, docs):
