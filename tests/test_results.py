@@ -16,6 +16,7 @@ from docsctl.server.results import (
     search_response,
     sources_result,
     strip_overlap,
+    with_anchor,
 )
 from docsctl.server.search import SearchResult
 
@@ -365,3 +366,19 @@ def test_sources_result_warns_when_the_models_differ() -> None:
     assert "Warning" in text and "model-b" in text
     _, same = sources_result([info], IndexMeta(1, "model-a", 384), backend="sqlite", server_model="model-a")
     assert "Warning" not in same
+
+
+@pytest.mark.parametrize(
+    ("anchor", "expected"),
+    [
+        ("panel.widgets.Select", "https://d.org/p.html#panel.widgets.Select"),
+        ("module-chimerax.core", "https://d.org/p.html#module-chimerax.core"),
+        ("a b", "https://d.org/p.html#a%20b"),  # an element id with a space, as HTML allows
+        ("50%", "https://d.org/p.html#50%25"),  # raw ids: a % is itself, not an escape
+        ("café", "https://d.org/p.html#caf%C3%A9"),
+        ("", "https://d.org/p.html"),
+    ],
+)
+def test_with_anchor_encodes_what_a_url_fragment_cannot_hold(anchor, expected):
+    assert with_anchor("https://d.org/p.html", anchor) == expected
+    assert with_anchor("https://d.org/p.html#top", anchor) == "https://d.org/p.html#top"

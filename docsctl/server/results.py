@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel, Field
 
@@ -157,10 +158,15 @@ def document_call(chunk: Chunk, from_chunk: int = 0) -> str:
     return f"get_document({args})"
 
 
+# What a URL fragment may hold as it is (RFC 3986 pchar, "/" and "?"); anchors are stored as the page's
+# element ids, raw, so anything else (a space, a %, non-ASCII) is percent-encoded.
+_FRAGMENT_SAFE = "-._~!$&'()*+,;=:@/?"
+
+
 def with_anchor(url: str | None, anchor: str | None) -> str | None:
     """`url` pointing at `anchor`, unless it has no anchor to give or already points somewhere."""
     if url and anchor and "#" not in url:
-        return f"{url}#{anchor}"
+        return f"{url}#{quote(anchor, safe=_FRAGMENT_SAFE)}"
     return url
 
 
