@@ -5,6 +5,7 @@ The index of both corpora is built once per session (tests/eval_fixtures.py, on 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 
 from docsctl.cli.app import app
 from docsctl.evaluation.metrics import metric_names
-from docsctl.evaluation.run import MODES, EvalReport, evaluate, load_queries
+from docsctl.evaluation.run import MODES, EvalReport, corpora_of, evaluate, load_queries
 from docsctl.models import Filters
 
 KINDS = {"howto", "identifier", "name", "concept"}
@@ -172,3 +173,22 @@ def test_eval_command_rejects_an_unknown_mode(tmp_path: Path):
     result = CliRunner().invoke(app, ["eval", str(tmp_path / "q.jsonl"), "--corpora", str(tmp_path), "--mode", "x"])
     assert result.exit_code == 1
     assert "mode must be one of" in result.stderr
+
+
+def test_the_judged_query_sets_are_sound_and_apart(repo_root: Path, shared_dir: Path, corpora_dir: Path):
+    """dev (../shared), own and fresh (bench/queries): every judged page exists, and no id, query or primary
+    page of one set repeats in another (a check set that shares them checks nothing new)."""
+    sets = {
+        "dev": load_queries(shared_dir / "eval" / "dev.jsonl"),
+        **{path.stem: load_queries(path) for path in sorted((repo_root / "bench" / "queries").glob("*.jsonl"))},
+    }
+    assert {"dev", "own", "fresh"} <= set(sets)
+    for queries in sets.values():
+        assert corpora_of(queries, corpora_dir) == ["chimerax", "holoviz"]
+        assert {query.kind for query in queries} == {"howto", "concept", "identifier", "name"}
+    every = [query for queries in sets.values() for query in queries]
+    assert len({query.id for query in every}) == len(every), "an id repeats"
+    assert len({query.query.lower() for query in every}) == len(every), "a query repeats"
+    primaries = {name: {(query.corpus, query.relevant[0]) for query in queries} for name, queries in sets.items()}
+    for one, other in itertools.combinations(primaries, 2):
+        assert not primaries[one] & primaries[other], f"{one} and {other} share a primary page"
