@@ -44,7 +44,8 @@ def remove_source(store: Store, source: str, version: str | None = None, *, lock
             # copying chunks needs both indexes in one layout; a full reindex upgrades the live one
             raise ConfigError("this index was built by an older docsctl: run docsctl reindex --full first")
         infos = {info.source: info for info in store.list_sources()}
-        known = set(infos) | set(store.source_states())
+        states = store.source_states()
+        known = set(infos) | set(states)
         if source not in known:
             raise ConfigError(f"no source {source!r} in the index; sources: {', '.join(sorted(known)) or '(none)'}")
         info = infos.get(source)
@@ -53,7 +54,7 @@ def remove_source(store: Store, source: str, version: str | None = None, *, lock
             labels = ", ".join(repr(label) for label in sorted(versions)) or "(none)"
             raise ConfigError(f"source {source!r} has no version {version!r}; its versions: {labels}")
         documents = _documents(store, source, version, versions)
-        state = store.source_states().get(source)
+        state = states.get(source)
         with store.writer(live, rebuild=True) as writer:
             kept = writer.copy_sources(exclude={(source, version)})
             if version is not None and state is not None:
