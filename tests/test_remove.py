@@ -96,10 +96,13 @@ def test_a_failed_removal_leaves_the_index_serving(settings, embedder, docs, not
     def failing_writer(meta, *, rebuild):
         context = writer_of(meta, rebuild=rebuild)
 
+        def copy_sources(exclude):
+            raise RuntimeError("disk full")
+
         class Failing:
             def __enter__(self):
                 writer = context.__enter__()
-                writer.copy_sources = lambda exclude: (_ for _ in ()).throw(RuntimeError("disk full"))
+                writer.copy_sources = copy_sources
                 return writer
 
             def __exit__(self, *exc):
@@ -121,10 +124,11 @@ def test_cli_remove(settings, embedder, docs, notes):
     runner, env = CliRunner(), settings_env(settings, inherit=False)
     result = runner.invoke(app, ["remove", "notes", "--json"], env=env)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) | {"seconds": 0} == {
-        "source": "notes", "version": None, "documents": 2, "chunks": 2, "kept": json.loads(result.stdout)["kept"],
-        "seconds": 0,
+    removed = json.loads(result.stdout)
+    assert {key: removed[key] for key in ("source", "version", "documents", "chunks")} == {
+        "source": "notes", "version": None, "documents": 2, "chunks": 2,
     }  # fmt: skip
+    assert removed["kept"] > 0 and removed["seconds"] >= 0
     result = runner.invoke(app, ["sources", "--json"], env=env)
     assert [row["source"] for row in json.loads(result.stdout)] == ["docs"]
     result = runner.invoke(app, ["remove", "docs"], env=env)
