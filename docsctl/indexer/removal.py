@@ -53,7 +53,10 @@ def remove_source(store: Store, source: str, version: str | None = None, *, lock
         if version is not None and version not in versions:
             labels = ", ".join(repr(label) for label in sorted(versions)) or "(none)"
             raise ConfigError(f"source {source!r} has no version {version!r}; its versions: {labels}")
-        documents = _documents(store, source, version, versions)
+        if version is None:
+            documents, chunks = (info.documents, info.chunks) if info else (0, 0)
+        else:
+            documents, chunks = len(store.doc_hashes(source, version)), versions[version]
         state = states.get(source)
         with store.writer(live, rebuild=True) as writer:
             kept = writer.copy_sources(exclude={(source, version)})
@@ -62,11 +65,4 @@ def remove_source(store: Store, source: str, version: str | None = None, *, lock
                 # would make its next crawl skip pages as unchanged that the index no longer holds.
                 others = {label: entry for label, entry in (state.get("versions") or {}).items() if label != version}
                 writer.record_source(source, {**state, "versions": others})
-    chunks = versions.get(version, 0) if version is not None else (info.chunks if info else 0)
     return RemovalSummary(source, version, documents, chunks, kept, time.perf_counter() - started)
-
-
-def _documents(store: Store, source: str, version: str | None, versions: dict[str, int]) -> int:
-    """How many documents the removal takes away."""
-    labels = [version] if version is not None else list(versions)
-    return sum(len(store.doc_hashes(source, label)) for label in labels)
